@@ -1,0 +1,42 @@
+"""``hatp keys``: make a key, print its public half."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from hatp.cli._app import err, keys_app, reports_errors
+from hatp.evidence import SigningKey
+
+
+@keys_app.command("new")
+@reports_errors
+def new(
+    kid: Annotated[str, typer.Option("--kid", help="Key id, e.g. coordinator-1.")],
+    out: Annotated[Path, typer.Option("--out", help="Private key file to write (mode 0600).")],
+    force: Annotated[bool, typer.Option("--force", help="Overwrite an existing file.")] = False,
+) -> None:
+    """Make a new Ed25519 signing key and write it as a private JWK."""
+    key = SigningKey.generate(kid)
+    key.save(out, overwrite=force)
+    err.print(f"wrote private key [bold]{kid}[/] to {out} (keep it secret)")
+    typer.echo(json.dumps(key.public.to_jwk()))
+
+
+@keys_app.command("public")
+@reports_errors
+def public(
+    file: Annotated[Path, typer.Argument(help="Private key file written by `hatp keys new`.")],
+    issuer: Annotated[
+        str | None,
+        typer.Option("--issuer", help="Print a keyring entry vouched for by this issuer."),
+    ] = None,
+) -> None:
+    """Print the public JWK of a key file (never the private part)."""
+    jwk: dict[str, str] = SigningKey.load(file).public.to_jwk()
+    if issuer is not None:
+        jwk["issuer"] = issuer
+    typer.echo(json.dumps(jwk, indent=2))

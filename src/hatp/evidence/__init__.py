@@ -1,0 +1,34 @@
+"""The evidence layer: canonical JSON, digests, keys, signatures, records, verification.
+
+Everything another part of hatp signs, digests, chains or verifies goes
+through here. It imports only :mod:`hatp.model` and can be used alone: an
+auditor needs nothing else to check a record offline.
+"""
+
+from hatp.evidence._canonical import canonicalize
+from hatp.evidence._digest import digest, digest_bytes, is_digest
+from hatp.evidence._keys import Keyring, PublicKey, SigningKey
+from hatp.evidence._record import RecordWriter
+from hatp.evidence._signing import ALGORITHM, Verified, sign, verify
+from hatp.evidence._strict_json import MAX_DEPTH, parse_json
+from hatp.evidence._verify import CHAIN_RULES, load_record, verify_record
+
+__all__ = [
+    "ALGORITHM",
+    "CHAIN_RULES",
+    "MAX_DEPTH",
+    "Keyring",
+    "PublicKey",
+    "RecordWriter",
+    "SigningKey",
+    "Verified",
+    "canonicalize",
+    "digest",
+    "digest_bytes",
+    "is_digest",
+    "load_record",
+    "parse_json",
+    "sign",
+    "verify",
+    "verify_record",
+]

@@ -1,0 +1,281 @@
+"""The offline verifier: every signature against a keyring, and the chain.
+
+A record passes only if every rule ran and passed. A rule that could not run
+(an empty record, say) is reported ``absent``, and absent is never a pass.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from hatp import _checks
+from hatp.clock import parse_time
+from hatp.errors import InvalidJson, RecordInvalid, SignatureInvalid, VersionUnsupported
+from hatp.evidence._digest import digest
+from hatp.evidence._keys import Keyring
+from hatp.evidence._signing import verify
+from hatp.evidence._strict_json import parse_json
+from hatp.model import SEAL_EVENT, Finding, RecordEvent, Result, VerificationReport
+from hatp.version import (
+    PROTOCOL_VERSION,
+    SUPPORTED_VERSIONS,
+    VERSION_FIELD,
+    require_supported,
+)
+
+#: The chain rules, in report order, with what a pass means.
+CHAIN_RULES: dict[str, str] = {
+    "REC-VERSION": "every event names a protocol version this verifier knows",
+    "REC-SHAPE": "every event has the record-event form",
+    "REC-ID": "every event belongs to this record",
+    "REC-SEQ": "events are numbered 0, 1, 2, … in order",
+    "REC-PREV": "every event names the digest of the event before it",
+    "REC-KID": "every event is signed by the party it names",
+    "REC-SIG": "every event's signature verifies with a trusted key",
+    "REC-TIME": "event times never go backwards",
+    "REC-SEAL": "the record ends with one record.sealed event counting the rest",
+    "REC-HEAD": "the head digest is the digest of the last event",
+}
+
+
+class _Tally:
+    """Collects failures per rule; a rule with no failures and no run is absent."""
+
+    def __init__(self) -> None:
+        self._failures: dict[str, list[Finding]] = {rule: [] for rule in CHAIN_RULES}
+        self._ran: set[str] = set()
+
+    def ran(self, rule: str) -> None:
+        self._ran.add(rule)
+
+    def fail(self, rule: str, detail: str, event: int | None = None) -> None:
+        self._ran.add(rule)
+        if _checks.is_on(rule):
+            self._failures[rule].append(
+                Finding(rule=rule, result=Result.FAIL, detail=detail, event=event)
+            )
+
+    def findings(self, passes: Mapping[str, str]) -> list[Finding]:
+        out: list[Finding] = []
+        for rule, meaning in CHAIN_RULES.items():
+            if self._failures[rule]:
+                out.extend(self._failures[rule])
+            elif rule in self._ran:
+                out.append(Finding(rule=rule, result=Result.PASS, detail=passes.get(rule, meaning)))
+            else:
+                out.append(
+                    Finding(rule=rule, result=Result.ABSENT, detail=f"not checked: {meaning}")
+                )
+        return out
+
+
+def load_record(path: str | Path) -> dict[str, Any]:
+    """Read a record file with the strict JSON reader.
+
+    Raises:
+        RecordInvalid: the file cannot be read or is not a JSON object.
+        InvalidJson: the file is not strict JSON.
+    """
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise RecordInvalid(f"cannot read {path}: {exc.strerror}") from None
+    doc = parse_json(data)
+    if not isinstance(doc, dict):
+        raise RecordInvalid(f"{path} is not a Transaction Record (not a JSON object)")
+    return doc
+
+
+def verify_record(
+    record: Mapping[str, Any], keyring: Keyring, *, expected_head: str | None = None
+) -> VerificationReport:
+    """Check a Transaction Record offline; return a finding per rule.
+
+    ``expected_head`` pins the head digest learned elsewhere (a receipt, a
+    log), which also catches a record cut short and re-sealed by a key holder.
+
+    Raises:
+        RecordInvalid: ``record`` is not a record at all (no ``recordId`` or
+            ``events`` list).
+        VersionUnsupported: the record names a version this build does not know.
+    """
+    record_id, events = _outline(record)
+    tally = _Tally()
+    previous_digest: str | None = None
+    previous_time = ""
+    for position, event in enumerate(events):
+        if not isinstance(event, dict):
+            tally.fail("REC-SHAPE", f"event {position} is not a JSON object", position)
+            previous_digest = None
+            continue
+        _check_event(tally, keyring, position, event, record_id, previous_digest)
+        previous_time = _check_time(tally, position, event, previous_time)
+        try:
+            previous_digest = digest(event)
+        except InvalidJson:
+            previous_digest = None
+    head = previous_digest if events else None
+    _check_seal(tally, events)
+    _check_head(tally, record.get("head"), head, expected_head, bool(events))
+    findings = tally.findings({"REC-SIG": f"{len(events)} event signatures verify"})
+    return VerificationReport(
+        hatp_version=PROTOCOL_VERSION,
+        record_id=record_id,
+        head=head,
+        events=len(events),
+        ok=all(f.result is Result.PASS for f in findings),
+        findings=findings,
+    )
+
+
+def _outline(record: Mapping[str, Any]) -> tuple[str, list[Any]]:
+    if not isinstance(record, Mapping):
+        raise RecordInvalid("a Transaction Record is a JSON object")
+    record_id, events = record.get("recordId"), record.get("events")
+    if not isinstance(record_id, str) or not isinstance(events, list):
+        raise RecordInvalid(
+            "not a Transaction Record: it needs a string recordId and an events array"
+        )
+    require_supported(record, "record")
+    return record_id, events
+
+
+def _name(position: int, event: Mapping[str, Any]) -> str:
+    kind = event.get("type")
+    return f"event {position} ({kind})" if isinstance(kind, str) else f"event {position}"
+
+
+def _check_event(
+    tally: _Tally,
+    keyring: Keyring,
+    position: int,
+    event: dict[str, Any],
+    record_id: str,
+    previous_digest: str | None,
+) -> None:
+    name = _name(position, event)
+    version = event.get(VERSION_FIELD)
+    if version in SUPPORTED_VERSIONS:
+        tally.ran("REC-VERSION")
+    else:
+        tally.fail(
+            "REC-VERSION",
+            f"{name} is hatp version {version!r}; this verifier reads "
+            f"{', '.join(sorted(SUPPORTED_VERSIONS))}",
+            position,
+        )
+    try:
+        RecordEvent.model_validate(event)
+        tally.ran("REC-SHAPE")
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        where = ".".join(str(p) for p in error["loc"])
+        tally.fail("REC-SHAPE", f"{name}: {where}: {error['msg']}", position)
+    if event.get("recordId") == record_id:
+        tally.ran("REC-ID")
+    else:
+        tally.fail(
+            "REC-ID",
+            f"{name} belongs to record {event.get('recordId')!r}, not {record_id!r} "
+            "(spliced from another record)",
+            position,
+        )
+    if event.get("seq") == position:
+        tally.ran("REC-SEQ")
+    else:
+        tally.fail(
+            "REC-SEQ",
+            f"{name} is at position {position} but has seq {event.get('seq')!r}",
+            position,
+        )
+    if event.get("prev") == previous_digest:
+        tally.ran("REC-PREV")
+    else:
+        tally.fail(
+            "REC-PREV",
+            f"{name} does not follow the event before it (an event was removed, "
+            "inserted, reordered or edited before this point)"
+            if position
+            else f"{name} is first but names a previous event",
+            position,
+        )
+    signature = event.get("signature")
+    signer = signature.get("kid") if isinstance(signature, dict) else None
+    if signer == event.get("kid"):
+        tally.ran("REC-KID")
+    else:
+        tally.fail(
+            "REC-KID",
+            f"{name} says it is from {event.get('kid')!r} but is signed by {signer!r}",
+            position,
+        )
+    try:
+        verify(event, keyring)
+        tally.ran("REC-SIG")
+    except (SignatureInvalid, VersionUnsupported) as exc:
+        reason = exc.data.get("reason", exc.code)
+        tally.fail("REC-SIG", f"{name}: {reason}: {exc.message}", position)
+
+
+def _check_time(tally: _Tally, position: int, event: Mapping[str, Any], previous: str) -> str:
+    time = event.get("time")
+    if not isinstance(time, str) or not _is_time(time):
+        tally.fail("REC-TIME", f"{_name(position, event)} has no valid time", position)
+        return previous
+    # Wire times have one fixed width, so text order is time order.
+    if time < previous:
+        tally.fail(
+            "REC-TIME", f"{_name(position, event)} at {time} is earlier than {previous}", position
+        )
+        return previous
+    tally.ran("REC-TIME")
+    return time
+
+
+def _is_time(text: str) -> bool:
+    try:
+        parse_time(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _check_seal(tally: _Tally, events: list[Any]) -> None:
+    kinds = [e.get("type") if isinstance(e, dict) else None for e in events]
+    for position, kind in enumerate(kinds[:-1]):
+        if kind == SEAL_EVENT:
+            tally.fail("REC-SEAL", f"event {position} seals the record but more follow", position)
+    if not events:
+        tally.fail("REC-SEAL", "the record has no events, so no seal")
+        return
+    last = len(events) - 1
+    if kinds[-1] != SEAL_EVENT:
+        tally.fail(
+            "REC-SEAL",
+            f"the record ends at event {last} ({kinds[-1]}) without a {SEAL_EVENT} event "
+            "(events were cut off the end, or it was never closed)",
+            last,
+        )
+        return
+    body = events[-1].get("body")
+    if body != {"eventCount": last}:
+        tally.fail("REC-SEAL", f"the seal counts {body!r} but {last} events precede it", last)
+        return
+    tally.ran("REC-SEAL")
+
+
+def _check_head(
+    tally: _Tally, stated: Any, computed: str | None, expected: str | None, any_events: bool
+) -> None:
+    if not any_events:
+        return
+    if stated != computed:
+        tally.fail("REC-HEAD", f"the record states head {stated!r}; its last event is {computed}")
+    elif expected is not None and expected != computed:
+        tally.fail("REC-HEAD", f"the head is {computed}, but {expected} was expected")
+    else:
+        tally.ran("REC-HEAD")

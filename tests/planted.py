@@ -1,0 +1,411 @@
+"""Planted violations: the one place where documents built to break one rule live.
+
+Each case is a document (as bytes, exactly as an attacker would hand it
+over) that breaks one rule of docs/spec.md, and names the check that must
+refuse it. ``test_planted.py`` proves each is refused by that check, and
+that switching the check off stops exactly those cases from being refused
+by it. The cases are also written to ``tests/fixtures/bad/`` as the folder
+of known-bad fixtures; run ``python tests/planted.py`` to rewrite them.
+
+Every key and time here is fixed, and Ed25519 is deterministic, so the
+fixture files are reproducible byte for byte.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from hatp.clock import ManualClock, format_time
+from hatp.errors import InvalidJson, SignatureInvalid, VersionUnsupported
+from hatp.evidence import (
+    Keyring,
+    RecordWriter,
+    SigningKey,
+    canonicalize,
+    digest,
+    parse_json,
+    sign,
+    verify,
+    verify_record,
+)
+from hatp.evidence._b64 import b64url_decode, b64url_encode
+from hatp.model import Result
+
+FIXTURES = Path(__file__).parent / "fixtures" / "bad"
+TRUSTED = "https://directory.acme.example"
+UNTRUSTED = "https://keys.evil.example"
+START = datetime(2026, 12, 2, 9, 0, 0, tzinfo=UTC)
+
+Kind = Literal["json", "signed", "record"]
+
+
+def _key(name: str, seed: int) -> SigningKey:
+    return SigningKey.from_seed(bytes([seed]) * 32, f"{name}-1")
+
+
+KEYS = {
+    "coordinator": _key("coordinator", 11),
+    "airline": _key("airline", 12),
+    "gateway": _key("gateway", 13),
+    "outsider": _key("outsider", 14),
+}
+
+
+def keyring() -> Keyring:
+    """The verifier's keyring: three trusted parties and one untrusted outsider."""
+    ring = Keyring(trusted_issuers=[TRUSTED])
+    for name, key in KEYS.items():
+        ring.add(key.public, UNTRUSTED if name == "outsider" else TRUSTED)
+    return ring
+
+
+@dataclass(frozen=True)
+class Planted:
+    """One planted violation: what it breaks and which check must refuse it."""
+
+    name: str
+    check: str
+    kind: Kind
+    why: str
+    build: Callable[[], Any]
+    #: True when this check is the only barrier: switched off, the case passes.
+    sole: bool = True
+    expected_head: str | None = None
+    #: Lower-level checks the named check is built from (REC-SIG is the SIG-* checks).
+    via: tuple[str, ...] = ()
+
+    def document(self) -> bytes:
+        built = self.build()
+        return built if isinstance(built, bytes) else _text(built)
+
+
+def attempt(case: Planted, data: bytes | None = None) -> set[str]:
+    """Run the case's document through the full path; return the rules that refused it."""
+    try:
+        doc = parse_json(case.document() if data is None else data)
+        if case.kind == "signed":
+            verify(doc, keyring())
+        elif case.kind == "record":
+            report = verify_record(doc, keyring(), expected_head=case.expected_head)
+            return {f.rule for f in report.findings if f.result is not Result.PASS}
+    except (InvalidJson, SignatureInvalid, VersionUnsupported) as exc:
+        return {str(exc.data["rule"])}
+    return set()
+
+
+# --- building blocks -------------------------------------------------------
+
+
+def _text(doc: Any) -> bytes:
+    return (json.dumps(doc, indent=2, ensure_ascii=False) + "\n").encode()
+
+
+def _payment() -> dict[str, Any]:
+    return {
+        "hatpVersion": "0.1",
+        "kind": "approval",
+        "tool": "charge_card",
+        "args": {"amount": {"value": "2140.00", "currency": "USD"}, "payee": "Lufthansa"},
+        "approver": "human://acme.example/bob",
+    }
+
+
+def _signed(by: str = "gateway") -> dict[str, Any]:
+    return sign(_payment(), KEYS[by])
+
+
+def _raw_sign(obj: dict[str, Any], key: SigningKey, kid: str | None = None) -> dict[str, Any]:
+    """Sign without sign()'s own checks: an attacker's or an old build's signer."""
+    unsigned = {k: v for k, v in obj.items() if k != "signature"}
+    sig = b64url_encode(key.sign_bytes(canonicalize(unsigned)))
+    return {**unsigned, "signature": {"alg": "Ed25519", "kid": kid or key.kid, "sig": sig}}
+
+
+def _record() -> dict[str, Any]:
+    clock = ManualClock(START)
+    writer = RecordWriter("txn-planted-1", clock)
+    plan_digest = digest(_payment())
+    for party, kind in (
+        ("coordinator", "plan.proposed"),
+        ("airline", "vote.cast"),
+        ("gateway", "approval.granted"),
+        ("coordinator", "decision.logged"),
+    ):
+        writer.append(kind, {"planDigest": plan_digest}, KEYS[party])
+        clock.advance(1)
+    writer.seal(KEYS["coordinator"])
+    return writer.to_json()
+
+
+def _owner(event: dict[str, Any]) -> SigningKey:
+    return next(k for k in KEYS.values() if k.kid == event["signature"]["kid"])
+
+
+def _relink(record: dict[str, Any], start: int) -> dict[str, Any]:
+    """Re-chain and re-sign every event from ``start`` on, as an insider with
+    every party's key would, so that only the rule under test can notice."""
+    events = record["events"]
+    for position in range(start, len(events)):
+        event = events[position]
+        event["prev"] = digest(events[position - 1]) if position else None
+        events[position] = _raw_sign(event, _owner(event), event["signature"]["kid"])
+    record["head"] = digest(events[-1])
+    return record
+
+
+def _edit(record: dict[str, Any], position: int, change: Callable[[dict[str, Any]], None]) -> Any:
+    change(record["events"][position])
+    return _relink(record, position)
+
+
+# --- the cases ---------------------------------------------------------------
+
+
+def _duplicate_amount() -> bytes:
+    # Python keeps the last value, many parsers the first: the approver's
+    # screen and the executor would read different amounts.
+    return (
+        b'{"hatpVersion":"0.1","tool":"charge_card",'
+        b'"amount":{"value":"21.40","value":"2140.00","currency":"USD"}}'
+    )
+
+
+def _alg_none() -> dict[str, Any]:
+    doc = _signed()
+    doc["args"]["amount"]["value"] = "99999.00"
+    doc["signature"] = {"alg": "none", "kid": KEYS["gateway"].kid, "sig": ""}
+    return doc
+
+
+def _kid_lie() -> dict[str, Any]:
+    return _raw_sign(_payment(), KEYS["gateway"], kid="finance-director-1")
+
+
+def _padded() -> dict[str, Any]:
+    doc = _signed()
+    sig = doc["signature"]["sig"]
+    # 64 bytes take 86 characters; the last one's 4 low bits are unused.
+    # Setting one gives another string that a lenient decoder reads as the
+    # same bytes.
+    alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+    doc["signature"]["sig"] = sig[:-1] + alphabet[alphabet.index(sig[-1]) | 1]
+    return doc
+
+
+def _long_sig() -> dict[str, Any]:
+    doc = _signed()
+    raw = b64url_decode(doc["signature"]["sig"])
+    doc["signature"]["sig"] = b64url_encode(raw + b"\x00")
+    return doc
+
+
+def _edited_after_signing() -> dict[str, Any]:
+    doc = _signed()
+    doc["args"]["payee"] = "Mallory Travel Ltd"
+    return doc
+
+
+def _future_version() -> dict[str, Any]:
+    return _raw_sign({**_payment(), "hatpVersion": "9.0"}, KEYS["gateway"])
+
+
+def _record_unknown_version() -> dict[str, Any]:
+    return {**_record(), "hatpVersion": "9.0"}
+
+
+def _event_unknown_version() -> Any:
+    return _edit(_record(), 2, lambda e: e.update(hatpVersion="9.0"))
+
+
+def _event_extra_member() -> Any:
+    return _edit(_record(), 1, lambda e: e.update(note="approved by phone"))
+
+
+def _spliced() -> Any:
+    return _edit(_record(), 2, lambda e: e.update(recordId="txn-other-7"))
+
+
+def _renumbered() -> Any:
+    return _edit(_record(), 2, lambda e: e.update(seq=7))
+
+
+def _removed() -> Any:
+    record = _record()
+    del record["events"][2]
+    for position, event in enumerate(record["events"][2:], start=2):
+        event["seq"] = position
+        if event["type"] == "record.sealed":
+            event["body"] = {"eventCount": position}
+        # Re-signed but not re-chained: prev still names the removed event.
+        record["events"][position] = _raw_sign(event, _owner(event))
+    record["head"] = digest(record["events"][-1])
+    return record
+
+
+def _reordered() -> Any:
+    record = _record()
+    events = record["events"]
+    events[1], events[2] = events[2], events[1]
+    for position in (1, 2):
+        events[position]["seq"] = position
+        events[position] = _raw_sign(events[position], _owner(events[position]))
+    record["head"] = digest(events[-1])
+    return record
+
+
+def _kid_mismatch() -> Any:
+    # The airline signs an event that claims to come from the gateway.
+    def claim(event: dict[str, Any]) -> None:
+        event["kid"] = KEYS["gateway"].kid
+
+    record = _record()
+    claim(record["events"][1])
+    return _relink(record, 1)
+
+
+def _body_edited() -> Any:
+    record = _record()
+    record["events"][2]["body"]["planDigest"] = digest({"another": "plan"})
+    return _relink(record, 3)  # later events re-chained; the edited one is not re-signed
+
+
+def _outsider_event() -> Any:
+    record = _record()
+    event = record["events"][2]
+    event["kid"] = KEYS["outsider"].kid
+    record["events"][2] = _raw_sign(event, KEYS["outsider"])
+    return _relink(record, 3)
+
+
+def _time_backwards() -> Any:
+    return _edit(_record(), 2, lambda e: e.update(time=format_time(START)))
+
+
+def _truncated() -> Any:
+    record = _record()
+    record["events"].pop()
+    record["head"] = digest(record["events"][-1])
+    return record
+
+
+def _wrong_head() -> Any:
+    record = _record()
+    record["head"] = digest(record["events"][1])
+    return record
+
+
+def _resealed_short() -> Any:
+    # A key holder cuts the last decision and seals again: every chain rule
+    # holds, and only a head learned elsewhere (a receipt) shows it.
+    record = _record()
+    del record["events"][-2:]
+    last = record["events"][-1]
+    seal = {
+        "hatpVersion": "0.1",
+        "recordId": record["recordId"],
+        "seq": len(record["events"]),
+        "prev": digest(last),
+        "type": "record.sealed",
+        "time": last["time"],
+        "kid": KEYS["coordinator"].kid,
+        "body": {"eventCount": len(record["events"])},
+    }
+    record["events"].append(_raw_sign(seal, KEYS["coordinator"]))
+    record["head"] = digest(record["events"][-1])
+    return record
+
+
+def _deep() -> bytes:
+    return b"[" * 65 + b"]" * 65
+
+
+CASES: tuple[Planted, ...] = (
+    Planted("duplicate-key-amount", "JSON-DUPLICATE-KEY", "json",
+            "two parsers would read different amounts", _duplicate_amount),
+    Planted("nan-amount", "JSON-NON-FINITE", "json", "NaN is not JSON",
+            lambda: b'{"amount": NaN}'),
+    Planted("lone-surrogate-payee", "JSON-LONE-SURROGATE", "json",
+            "a lone surrogate has no UTF-8 form, so no canonical bytes",
+            lambda: b'{"payee": "Luft\\ud800hansa"}'),
+    Planted("unsafe-integer", "JSON-INTEGER-RANGE", "json",
+            "2**53+1 reads back as 2**53 in most parsers",
+            lambda: b'{"amount": 9007199254740993}'),
+    Planted("nesting-65", "JSON-DEPTH", "json", "nesting past the limit", _deep),
+    Planted("future-version", "VER-KNOWN", "signed",
+            "a version this build does not know must not be guessed at", _future_version),
+    Planted("unsigned-approval", "SIG-MEMBER", "signed",
+            "an approval with its signature stripped", _payment),
+    Planted("alg-none", "SIG-ALG", "signed",
+            "alg none with the amount raised", _alg_none),
+    Planted("kid-confusion", "SIG-KID", "signed",
+            "signed by the gateway, claiming a key the keyring does not hold", _kid_lie),
+    Planted("untrusted-issuer", "SIG-ISSUER", "signed",
+            "signed by a key vouched for by an untrusted issuer",
+            lambda: _signed(by="outsider")),
+    Planted("malleable-encoding", "SIG-ENCODING", "signed",
+            "the same signature bytes spelled another way", _padded),
+    Planted("signature-too-long", "SIG-LENGTH", "signed",
+            "a valid signature with a byte appended", _long_sig, sole=False),
+    Planted("payee-edited", "SIG-CRYPTO", "signed",
+            "the payee changed after the gateway signed", _edited_after_signing),
+    Planted("record-future-version", "VER-KNOWN", "record",
+            "a record of a version this build does not know", _record_unknown_version),
+    Planted("event-future-version", "REC-VERSION", "record",
+            "one event of an unknown version", _event_unknown_version, sole=False),
+    Planted("event-extra-member", "REC-SHAPE", "record",
+            "an event with a member the format does not have", _event_extra_member),
+    Planted("spliced-event", "REC-ID", "record",
+            "an event that belongs to another record", _spliced),
+    Planted("renumbered-event", "REC-SEQ", "record",
+            "an event whose seq is not its position", _renumbered),
+    Planted("removed-event", "REC-PREV", "record",
+            "the approval removed and the rest renumbered", _removed),
+    Planted("reordered-events", "REC-PREV", "record",
+            "two events swapped and renumbered", _reordered, sole=False),
+    Planted("kid-mismatch-event", "REC-KID", "record",
+            "the airline signs an event that claims to come from the gateway", _kid_mismatch),
+    Planted("edited-event", "REC-SIG", "record",
+            "an event's body changed after signing", _body_edited, via=("SIG-CRYPTO",)),
+    Planted("outsider-event", "REC-SIG", "record",
+            "an event signed by a key from an untrusted issuer", _outsider_event,
+            via=("SIG-ISSUER",)),
+    Planted("time-backwards", "REC-TIME", "record",
+            "an event earlier than the one before it", _time_backwards),
+    Planted("truncated", "REC-SEAL", "record",
+            "the seal cut off the end", _truncated),
+    Planted("wrong-head", "REC-HEAD", "record",
+            "the stated head names another event", _wrong_head),
+    Planted("resealed-short", "REC-HEAD", "record",
+            "cut short and re-sealed by a key holder; caught by a pinned head",
+            _resealed_short, expected_head=digest(_record()["events"][-1])),
+)  # fmt: skip
+
+
+def write_fixtures() -> None:
+    """Rewrite ``tests/fixtures/bad/``: one file per case, the keyring and a manifest."""
+    FIXTURES.mkdir(parents=True, exist_ok=True)
+    manifest = {
+        c.name: {"check": c.check, "kind": c.kind, "why": c.why, "expectedHead": c.expected_head}
+        for c in CASES
+    }
+    (FIXTURES / "manifest.json").write_bytes(_text(manifest))
+    (FIXTURES / "keyring.json").write_bytes(_text(keyring().to_json()))
+    for case in CASES:
+        (FIXTURES / f"{case.name}.json").write_bytes(case.document())
+
+
+def good_record() -> bytes:
+    """The untampered record every record case starts from."""
+    return _text(copy.deepcopy(_record()))
+
+
+if __name__ == "__main__":
+    write_fixtures()
+    sys.stdout.write(f"wrote {len(CASES)} cases to {FIXTURES}\n")

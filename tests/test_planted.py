@@ -1,0 +1,80 @@
+"""Planted violations: each is refused by the check it names, and only that check.
+
+Switching one check off must stop exactly the cases that name it from being
+refused by it, while every other case is still refused by its own check:
+proof that each check exists and is what does the refusing.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from hatp._checks import unsafe_switched_off
+from hatp.evidence import parse_json
+from planted import CASES, FIXTURES, Planted, attempt, good_record, keyring, write_fixtures
+
+SRC = Path(__file__).parents[1] / "src" / "hatp"
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+def test_planted_violation_is_refused_by_its_check(case: Planted) -> None:
+    assert case.check in attempt(case), case.why
+
+
+def test_the_untampered_record_passes_every_rule() -> None:
+    case = Planted("good", "-", "record", "untampered", good_record)
+    assert attempt(case) == set()
+
+
+CHECKS = sorted({case.check for case in CASES})
+
+
+@pytest.mark.parametrize("check", CHECKS)
+def test_switching_a_check_off_stops_exactly_its_cases(check: str) -> None:
+    """Cases naming ``check``, or built on it (``via``), stop being refused by it."""
+    with unsafe_switched_off(check):
+        outcomes = {case.name: attempt(case) for case in CASES}
+    for case in CASES:
+        refused_by = outcomes[case.name]
+        if check == case.check or check in case.via:
+            assert check not in refused_by, f"{case.name} is still refused by {check}"
+            if case.sole:
+                assert refused_by == set(), f"{case.name} was refused by {refused_by}"
+        else:
+            assert case.check in refused_by, f"{case.name} no longer refused by {case.check}"
+
+
+def test_every_switchable_check_in_the_code_has_a_planted_violation() -> None:
+    switches = set()
+    for path in SRC.rglob("*.py"):
+        switches.update(re.findall(r'is_on\("([A-Z0-9-]+)"\)', path.read_text()))
+    # The record rules switch through the verifier's tally, by rule id.
+    switches.update(
+        rule for rule in re.findall(r'"(REC-[A-Z]+)"', (SRC / "evidence/_verify.py").read_text())
+    )
+    assert switches, "no switchable checks found: the scan is broken"
+    assert switches <= set(CHECKS), f"checks with no planted violation: {switches - set(CHECKS)}"
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+def test_known_bad_fixture_file_is_current_and_refused(case: Planted) -> None:
+    data = (FIXTURES / f"{case.name}.json").read_bytes()
+    assert data == case.document(), "run `python tests/planted.py` to rewrite the fixtures"
+    assert case.check in attempt(case, data)
+
+
+def test_fixture_manifest_and_keyring_are_current(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import planted
+
+    monkeypatch.setattr(planted, "FIXTURES", tmp_path)
+    write_fixtures()
+    for name in ("manifest.json", "keyring.json"):
+        assert (tmp_path / name).read_bytes() == (FIXTURES / name).read_bytes(), name
+    manifest = parse_json((FIXTURES / "manifest.json").read_bytes())
+    assert set(manifest) == {case.name for case in CASES}
+    assert len(keyring()) == 4
