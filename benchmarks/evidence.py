@@ -77,7 +77,7 @@ class Settings:
     record_repeats: int
 
 
-FULL = Settings(repeats=5, seconds_per_repeat=0.25, record_events=10_000, record_repeats=7)
+FULL = Settings(repeats=15, seconds_per_repeat=0.08, record_events=10_000, record_repeats=7)
 QUICK = Settings(repeats=3, seconds_per_repeat=0.03, record_events=1_000, record_repeats=3)
 
 

@@ -29,14 +29,18 @@ def canonicalize(value: Any) -> bytes:
             out-of-range number, a lone surrogate, a non-string key, a type
             that is not JSON).
     """
-    if _fast_path_ok(value):
+    try:
+        fast = _fast_path_ok(value)
+    except RecursionError:
+        fast = False  # the reference path below refuses it by name
+    if fast:
         try:
             return orjson.dumps(value, option=_ORJSON_OPTIONS)
         except (TypeError, orjson.JSONEncodeError):
             pass  # the reference path below raises with a precise message
     try:
         return rfc8785.dumps(value)
-    except (rfc8785.CanonicalizationError, RecursionError) as exc:
+    except (rfc8785.CanonicalizationError, RecursionError, UnicodeError) as exc:
         raise InvalidJson(f"value has no RFC 8785 canonical form: {exc}", where="(value)") from None
 
 

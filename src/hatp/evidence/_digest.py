@@ -30,4 +30,4 @@ def digest_bytes(data: bytes) -> str:
 
 def is_digest(text: object) -> bool:
     """Whether ``text`` is a well-formed digest string."""
-    return isinstance(text, str) and _DIGEST_RE.match(text) is not None
+    return isinstance(text, str) and _DIGEST_RE.fullmatch(text) is not None

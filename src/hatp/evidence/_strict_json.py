@@ -75,12 +75,18 @@ def parse_json(document: str | bytes, *, max_depth: int = MAX_DEPTH) -> Any:
         ) from None
     except RecursionError:
         raise _too_deep(text, max_depth) from None
+    except ValueError as exc:  # int() past its digit limit, only with the range check off
+        raise InvalidJson(
+            f"a number cannot be read: {exc}", rule="JSON-INTEGER-RANGE", where="(document)"
+        ) from None
     try:
         _inspect(value, 0, max_depth)
     except _Located as found:
         pointer = "".join("/" + _escape_pointer(p) for p in reversed(found.parts))
         raise InvalidJson(
-            f"{found.detail} at {pointer or '/'} (JSON Pointer)",
+            f"{found.detail} at {pointer!r} (JSON Pointer)"
+            if pointer
+            else f"{found.detail} at the top level",
             rule=found.rule,
             where=pointer,
         ) from None
@@ -129,19 +135,30 @@ def _constant(name: str) -> Any:
 
 
 def _integer(text: str) -> Any:
-    value = int(text)
-    if abs(value) > MAX_SAFE_INTEGER and _checks.is_on("JSON-INTEGER-RANGE"):
+    # 2**53 has 16 digits: a longer literal is out of range without reading
+    # it, and int() refuses literals past 4,300 digits anyway.
+    too_long = len(text.lstrip("-")) > 16
+    if (too_long or abs(int(text)) > MAX_SAFE_INTEGER) and _checks.is_on("JSON-INTEGER-RANGE"):
+        shown = text if len(text) <= 40 else f"{text[:20]}…({len(text)} characters)"
         return _Refused(
             "JSON-INTEGER-RANGE",
-            f"integer {text} is outside ±(2**53-1); send it as a decimal string",
+            f"integer {shown} is outside ±(2**53-1); send it as a decimal string",
         )
-    return value
+    return int(text)
 
 
 def _number(text: str) -> Any:
     value = float(text)
     if not math.isfinite(value) and _checks.is_on("JSON-NON-FINITE"):
         return _Refused("JSON-NON-FINITE", f"number {text} overflows a double")
+    # RFC 8785 writes these doubles as integer literals, which this reader
+    # refuses; accepting them would sign bytes that cannot be read back.
+    if MAX_SAFE_INTEGER < abs(value) < 1e21 and _checks.is_on("JSON-INTEGER-RANGE"):
+        return _Refused(
+            "JSON-INTEGER-RANGE",
+            f"number {text} canonicalizes to an integer outside ±(2**53-1); "
+            "send it as a decimal string",
+        )
     return value
 
 
@@ -213,4 +230,6 @@ def _too_deep(text: str, limit: int) -> InvalidJson:
 
 
 def _escape_pointer(part: str) -> str:
-    return part.replace("~", "~0").replace("/", "~1")
+    # A key holding a lone surrogate cannot be printed as it is; show its escape.
+    printable = part.encode("utf-8", "backslashreplace").decode("utf-8")
+    return printable.replace("~", "~0").replace("/", "~1")
