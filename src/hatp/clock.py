@@ -12,7 +12,7 @@ from typing import Protocol
 
 __all__ = ["Clock", "ManualClock", "SystemClock", "format_time", "parse_time"]
 
-_TIME_RE = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$")
+_TIME_RE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z")
 
 
 class Clock(Protocol):
@@ -62,6 +62,8 @@ def parse_time(text: str) -> datetime:
     Raises:
         ValueError: ``text`` is not exactly of the form ``YYYY-MM-DDTHH:MM:SS.mmmZ``.
     """
-    if not _TIME_RE.match(text):
+    if not _TIME_RE.fullmatch(text):
         raise ValueError(f"{text!r} is not a wire time (YYYY-MM-DDTHH:MM:SS.mmmZ)")
-    return datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%f%z")
+    # The shape is fixed above; fromisoformat checks the calendar (and is
+    # ten times faster than strptime, which matters per record event).
+    return datetime.fromisoformat(text)

@@ -157,14 +157,13 @@ def _check_event(
     record_id: str,
     previous_digest: str | None,
 ) -> None:
-    name = _name(position, event)
     version = event.get(VERSION_FIELD)
     if version in SUPPORTED_VERSIONS:
         tally.ran("REC-VERSION")
     else:
         tally.fail(
             "REC-VERSION",
-            f"{name} is hatp version {version!r}; this verifier reads "
+            f"{_name(position, event)} is hatp version {version!r}; this verifier reads "
             f"{', '.join(sorted(SUPPORTED_VERSIONS))}",
             position,
         )
@@ -174,14 +173,14 @@ def _check_event(
     except ValidationError as exc:
         error = exc.errors()[0]
         where = ".".join(str(p) for p in error["loc"])
-        tally.fail("REC-SHAPE", f"{name}: {where}: {error['msg']}", position)
+        tally.fail("REC-SHAPE", f"{_name(position, event)}: {where}: {error['msg']}", position)
     if event.get("recordId") == record_id:
         tally.ran("REC-ID")
     else:
         tally.fail(
             "REC-ID",
-            f"{name} belongs to record {event.get('recordId')!r}, not {record_id!r} "
-            "(spliced from another record)",
+            f"{_name(position, event)} belongs to record {event.get('recordId')!r}, "
+            f"not {record_id!r} (spliced from another record)",
             position,
         )
     if event.get("seq") == position:
@@ -189,7 +188,7 @@ def _check_event(
     else:
         tally.fail(
             "REC-SEQ",
-            f"{name} is at position {position} but has seq {event.get('seq')!r}",
+            f"{_name(position, event)} is at position {position} but has seq {event.get('seq')!r}",
             position,
         )
     if event.get("prev") == previous_digest:
@@ -197,10 +196,10 @@ def _check_event(
     else:
         tally.fail(
             "REC-PREV",
-            f"{name} does not follow the event before it (an event was removed, "
+            f"{_name(position, event)} does not follow the event before it (an event was removed, "
             "inserted, reordered or edited before this point)"
             if position
-            else f"{name} is first but names a previous event",
+            else f"{_name(position, event)} is first but names a previous event",
             position,
         )
     signature = event.get("signature")
@@ -210,7 +209,8 @@ def _check_event(
     else:
         tally.fail(
             "REC-KID",
-            f"{name} says it is from {event.get('kid')!r} but is signed by {signer!r}",
+            f"{_name(position, event)} says it is from {event.get('kid')!r} "
+            f"but is signed by {signer!r}",
             position,
         )
     try:
@@ -218,7 +218,7 @@ def _check_event(
         tally.ran("REC-SIG")
     except (SignatureInvalid, VersionUnsupported) as exc:
         reason = exc.data.get("reason", exc.code)
-        tally.fail("REC-SIG", f"{name}: {reason}: {exc.message}", position)
+        tally.fail("REC-SIG", f"{_name(position, event)}: {reason}: {exc.message}", position)
 
 
 def _check_time(tally: _Tally, position: int, event: Mapping[str, Any], previous: str) -> str:

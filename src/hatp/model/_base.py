@@ -13,7 +13,10 @@ Digest = Annotated[str, StringConstraints(pattern=r"^sha256:[A-Za-z0-9_-]{43}$")
 Kid = Annotated[str, StringConstraints(pattern=r"^[!-~]{1,256}$")]
 #: A wire time: RFC 3339 in UTC with milliseconds, e.g. ``2026-12-02T16:48:08.123Z``.
 WireTime = Annotated[
-    str, StringConstraints(pattern=r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$")
+    str,
+    StringConstraints(
+        pattern=r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z$"
+    ),
 ]
 
 

@@ -1,0 +1,53 @@
+"""The injectable clock and the one wire time format."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta, timezone
+
+import pytest
+
+from hatp.clock import ManualClock, SystemClock, format_time, parse_time
+
+
+def test_wire_time_is_utc_with_milliseconds_and_round_trips() -> None:
+    moment = datetime(2026, 12, 2, 16, 48, 8, 123456, tzinfo=timezone(timedelta(hours=2)))
+    text = format_time(moment)
+    assert text == "2026-12-02T14:48:08.123Z"
+    assert parse_time(text) == moment.replace(microsecond=123000)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "2026-12-02T14:48:08Z",  # no milliseconds
+        "2026-12-02T14:48:08.123+00:00",  # not Z
+        "2026-12-02 14:48:08.123Z",
+        "2026-02-30T00:00:00.000Z",  # no such day
+        "٢٠٢٦-12-02T14:48:08.123Z",  # non-ASCII digits would break text order
+        "2026-12-02T14:48:08.123Z\n",
+    ],
+)
+def test_parse_time_refuses_anything_but_the_wire_form(text: str) -> None:
+    with pytest.raises(ValueError):
+        parse_time(text)
+
+
+def test_naive_times_are_refused() -> None:
+    with pytest.raises(ValueError):
+        format_time(datetime(2026, 1, 1))
+    with pytest.raises(ValueError):
+        ManualClock(datetime(2026, 1, 1))
+
+
+def test_manual_clock_moves_only_forward_and_when_told() -> None:
+    clock = ManualClock(datetime(2026, 1, 1, tzinfo=UTC))
+    before = clock.now()
+    assert clock.now() == before
+    clock.advance(1.5)
+    assert clock.now() - before == timedelta(seconds=1.5)
+    with pytest.raises(ValueError):
+        clock.advance(-1)
+
+
+def test_system_clock_is_aware_utc() -> None:
+    assert SystemClock().now().tzinfo is UTC
