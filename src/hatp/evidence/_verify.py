@@ -6,7 +6,7 @@ A record passes only if every rule ran and passed. A rule that could not run
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +58,13 @@ class _Tally:
             self._failures[rule].append(
                 Finding(rule=rule, result=Result.FAIL, detail=detail, event=event)
             )
+
+    def expect(self, rule: str, holds: bool, event: int | None, detail: Callable[[], str]) -> None:
+        """Record that ``rule`` ran, failing with ``detail()`` unless it ``holds``."""
+        if holds:
+            self._ran.add(rule)
+        else:
+            self.fail(rule, detail(), event)
 
     def findings(self, passes: Mapping[str, str]) -> list[Finding]:
         out: list[Finding] = []
@@ -157,68 +164,66 @@ def _check_event(
     record_id: str,
     previous_digest: str | None,
 ) -> None:
-    version = event.get(VERSION_FIELD)
-    if version in SUPPORTED_VERSIONS:
-        tally.ran("REC-VERSION")
-    else:
-        tally.fail(
-            "REC-VERSION",
-            f"{_name(position, event)} is hatp version {version!r}; this verifier reads "
-            f"{', '.join(sorted(SUPPORTED_VERSIONS))}",
-            position,
-        )
+    def name() -> str:
+        return _name(position, event)
+
+    version, seq, kid = event.get(VERSION_FIELD), event.get("seq"), event.get("kid")
+    tally.expect(
+        "REC-VERSION",
+        version in SUPPORTED_VERSIONS,
+        position,
+        lambda: (
+            f"{name()} is hatp version {version!r}; this verifier reads "
+            f"{', '.join(sorted(SUPPORTED_VERSIONS))}"
+        ),
+    )
     try:
         RecordEvent.model_validate(event)
         tally.ran("REC-SHAPE")
     except ValidationError as exc:
         error = exc.errors()[0]
         where = ".".join(str(p) for p in error["loc"])
-        tally.fail("REC-SHAPE", f"{_name(position, event)}: {where}: {error['msg']}", position)
-    if event.get("recordId") == record_id:
-        tally.ran("REC-ID")
-    else:
-        tally.fail(
-            "REC-ID",
-            f"{_name(position, event)} belongs to record {event.get('recordId')!r}, "
-            f"not {record_id!r} (spliced from another record)",
-            position,
-        )
-    if event.get("seq") == position:
-        tally.ran("REC-SEQ")
-    else:
-        tally.fail(
-            "REC-SEQ",
-            f"{_name(position, event)} is at position {position} but has seq {event.get('seq')!r}",
-            position,
-        )
-    if event.get("prev") == previous_digest:
-        tally.ran("REC-PREV")
-    else:
-        tally.fail(
-            "REC-PREV",
-            f"{_name(position, event)} does not follow the event before it (an event was removed, "
+        tally.fail("REC-SHAPE", f"{name()}: {where}: {error['msg']}", position)
+    tally.expect(
+        "REC-ID",
+        event.get("recordId") == record_id,
+        position,
+        lambda: (
+            f"{name()} belongs to record {event.get('recordId')!r}, not {record_id!r} "
+            "(spliced from another record)"
+        ),
+    )
+    tally.expect(
+        "REC-SEQ",
+        seq == position,
+        position,
+        lambda: f"{name()} is at position {position} but has seq {seq!r}",
+    )
+    tally.expect(
+        "REC-PREV",
+        event.get("prev") == previous_digest,
+        position,
+        lambda: (
+            f"{name()} does not follow the event before it (an event was removed, "
             "inserted, reordered or edited before this point)"
             if position
-            else f"{_name(position, event)} is first but names a previous event",
-            position,
-        )
+            else f"{name()} is first but names a previous event"
+        ),
+    )
     signature = event.get("signature")
     signer = signature.get("kid") if isinstance(signature, dict) else None
-    if signer == event.get("kid"):
-        tally.ran("REC-KID")
-    else:
-        tally.fail(
-            "REC-KID",
-            f"{_name(position, event)} says it is from {event.get('kid')!r} "
-            f"but is signed by {signer!r}",
-            position,
-        )
+    tally.expect(
+        "REC-KID",
+        signer == kid,
+        position,
+        lambda: f"{name()} says it is from {kid!r} but is signed by {signer!r}",
+    )
     try:
         verify(event, keyring)
         tally.ran("REC-SIG")
     except (SignatureInvalid, VersionUnsupported) as exc:
         reason = exc.data.get("reason", exc.code)
-        tally.fail("REC-SIG", f"{_name(position, event)}: {reason}: {exc.message}", position)
+        tally.fail("REC-SIG", f"{name()}: {reason}: {exc.message}", position)
 
 
 def _check_time(tally: _Tally, position: int, event: Mapping[str, Any], previous: str) -> str:
