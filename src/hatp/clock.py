@@ -10,9 +10,19 @@ import re
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
-__all__ = ["Clock", "ManualClock", "SystemClock", "format_time", "parse_time"]
+__all__ = [
+    "WIRE_TIME_PATTERN",
+    "Clock",
+    "ManualClock",
+    "SystemClock",
+    "format_time",
+    "parse_time",
+]
 
-_TIME_RE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z")
+#: The wire time, RFC 3339 in UTC with milliseconds (ASCII digits only, so text
+#: order is time order). Unanchored; match it whole.
+WIRE_TIME_PATTERN = r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z"
+_TIME_RE = re.compile(WIRE_TIME_PATTERN)
 
 
 class Clock(Protocol):

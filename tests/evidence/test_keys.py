@@ -565,3 +565,10 @@ def test_keyring_load_refuses_a_file_that_is_not_json(tmp_path: Path) -> None:
     path.write_text("trusted: acme\n", encoding="utf-8")
     with pytest.raises(KeyringInvalid):
         Keyring.load(path)
+
+
+@pytest.mark.parametrize("kid", ["key-a\n", "", "a b", "k" * 257])
+def test_public_key_refuses_a_kid_that_is_not_a_key_id(kid: str) -> None:
+    """[KEY-JWK] a kid is 1-256 printable ASCII characters, matched whole (no trailing newline)."""
+    with pytest.raises(KeyInvalid):
+        PublicKey(bytes(32), kid)

@@ -8,9 +8,9 @@ from typing import Any
 
 from hatp.evidence._b64 import b64url_encode
 from hatp.evidence._canonical import canonicalize
+from hatp.model._base import DIGEST_PATTERN
 
 DIGEST_PREFIX = "sha256:"
-DIGEST_PATTERN = r"^sha256:[A-Za-z0-9_-]{43}$"
 _DIGEST_RE = re.compile(DIGEST_PATTERN)
 
 

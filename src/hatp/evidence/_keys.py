@@ -21,10 +21,11 @@ from hatp.errors import InvalidJson, KeyInvalid, KeyringInvalid, SignatureInvali
 from hatp.evidence._b64 import b64url_decode, b64url_encode
 from hatp.evidence._strict_json import parse_json
 from hatp.model import KeyringDocument, PublicJwk
+from hatp.model._base import KID_PATTERN
 from hatp.version import PROTOCOL_VERSION, require_supported
 
 SIGNATURE_LENGTH = 64
-_KID_RE = re.compile(r"^[!-~]{1,256}$")
+_KID_RE = re.compile(KID_PATTERN)
 
 
 class PublicKey:
@@ -33,7 +34,7 @@ class PublicKey:
     __slots__ = ("_key", "kid", "raw")
 
     def __init__(self, raw: bytes, kid: str) -> None:
-        if not _KID_RE.match(kid):
+        if not _KID_RE.fullmatch(kid):
             raise KeyInvalid(
                 f"kid {kid!r} is not a key id: 1 to 256 printable ASCII characters, no spaces",
                 kid=kid,

@@ -137,8 +137,11 @@ def _constant(name: str) -> Any:
 def _integer(text: str) -> Any:
     # 2**53 has 16 digits: a longer literal is out of range without reading
     # it, and int() refuses literals past 4,300 digits anyway.
-    too_long = len(text.lstrip("-")) > 16
-    if (too_long or abs(int(text)) > MAX_SAFE_INTEGER) and _checks.is_on("JSON-INTEGER-RANGE"):
+    if len(text.lstrip("-")) <= 16:
+        value = int(text)
+        if abs(value) <= MAX_SAFE_INTEGER:
+            return value
+    if _checks.is_on("JSON-INTEGER-RANGE"):
         shown = text if len(text) <= 40 else f"{text[:20]}…({len(text)} characters)"
         return _Refused(
             "JSON-INTEGER-RANGE",

@@ -7,17 +7,17 @@ from typing import Annotated
 from pydantic import BaseModel, ConfigDict, StringConstraints
 from pydantic.alias_generators import to_camel
 
-#: ``sha256:`` + 43 characters of unpadded base64url (see docs/spec.md, DIG-FORM).
-Digest = Annotated[str, StringConstraints(pattern=r"^sha256:[A-Za-z0-9_-]{43}$")]
-#: A key id: printable, no spaces, at most 256 characters.
-Kid = Annotated[str, StringConstraints(pattern=r"^[!-~]{1,256}$")]
+from hatp.clock import WIRE_TIME_PATTERN
+
+#: ``sha256:`` + 43 characters of unpadded base64url (docs/spec.md, DIG-FORM). Match whole.
+DIGEST_PATTERN = r"sha256:[A-Za-z0-9_-]{43}"
+#: A key id: printable ASCII, no spaces, at most 256 characters. Match whole.
+KID_PATTERN = r"[!-~]{1,256}"
+
+Digest = Annotated[str, StringConstraints(pattern=f"^{DIGEST_PATTERN}$")]
+Kid = Annotated[str, StringConstraints(pattern=f"^{KID_PATTERN}$")]
 #: A wire time: RFC 3339 in UTC with milliseconds, e.g. ``2026-12-02T16:48:08.123Z``.
-WireTime = Annotated[
-    str,
-    StringConstraints(
-        pattern=r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z$"
-    ),
-]
+WireTime = Annotated[str, StringConstraints(pattern=f"^{WIRE_TIME_PATTERN}$")]
 
 
 class WireModel(BaseModel):
