@@ -39,6 +39,7 @@ typecheck: $(VENV)/.dev
 ## make bench: the benchmarks, with their same-run baselines
 bench: $(VENV)/.dev
 	$(BIN)/python benchmarks/evidence.py
+	$(BIN)/python benchmarks/coordinator.py
 
 ## make schemas: regenerate schemas/ from the pydantic types
 schemas: $(VENV)/.dev

@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 import pytest
 from hypothesis import HealthCheck, settings
 
+from databases import pg_database_url, store, store_url  # noqa: F401
 from hatp.clock import ManualClock
 from hatp.evidence import Keyring, SigningKey
 

@@ -37,6 +37,8 @@ from hatp.evidence import (
 )
 from hatp.evidence._b64 import b64url_decode, b64url_encode
 from hatp.model import Result
+from txn_records import BRANCHES, COMMIT_ORDER, COORDINATOR, TxnBuilder, trip_plan
+from txn_records import KEYS as TXN_KEYS
 
 FIXTURES = Path(__file__).parent / "fixtures" / "bad"
 TRUSTED = "https://directory.acme.example"
@@ -59,10 +61,13 @@ KEYS = {
 
 
 def keyring() -> Keyring:
-    """The verifier's keyring: three trusted parties and one untrusted outsider."""
-    ring = Keyring(trusted_issuers=[TRUSTED])
+    """The verifier's keyring: three trusted parties, one untrusted outsider, and
+    the trip's parties (``txn_records``), each trusted as its own issuer."""
+    ring = Keyring(trusted_issuers=[TRUSTED, *TXN_KEYS])
     for name, key in KEYS.items():
         ring.add(key.public, UNTRUSTED if name == "outsider" else TRUSTED)
+    for party, key in TXN_KEYS.items():
+        ring.add(key.public, party)
     return ring
 
 
@@ -326,6 +331,81 @@ def _deep() -> bytes:
     return b"[" * 65 + b"]" * 65
 
 
+# Transaction records: written whole by a holder of the coordinator key, so
+# every chain rule passes and only the transaction rule under test can notice.
+
+
+def _voted_and_decided(approval: str | None = "approve") -> TxnBuilder:
+    return TxnBuilder().voted(approval=approval).decided("commit")
+
+
+def _txn_plan_edited() -> Any:
+    b = TxnBuilder().planned(plan=trip_plan(pay="9900.00"))
+    for branch_id in BRANCHES:
+        b.prepared(branch_id)
+    b.approved().decided("commit").committed(*COMMIT_ORDER)
+    return b.outcome("committed").sealed()
+
+
+def _txn_vote_for_other_plan() -> Any:
+    b = TxnBuilder().planned()
+    other = digest(trip_plan(pay="1950.00"))
+    b.prepared("flight", receipt=b.prepare_receipt("flight", planDigest=other))
+    for branch_id in ("hotel", "calendar", "pay"):
+        b.prepared(branch_id)
+    b.approved().decided("commit").committed(*COMMIT_ORDER)
+    return b.outcome("committed").sealed()
+
+
+def _txn_forged_vote() -> Any:
+    b = TxnBuilder().planned().prepared("flight")
+    b.prepared("hotel", receipt=b.prepare_receipt("hotel", by=COORDINATOR))
+    b.prepared("calendar").prepared("pay").approved().decided("commit")
+    return b.committed(*COMMIT_ORDER).outcome("committed").sealed()
+
+
+def _txn_flipped_approval() -> Any:
+    b = TxnBuilder().voted(approval=None)
+    flipped = {**b.approval(decision="reject"), "decision": "approve"}
+    b.approved(approval=flipped).decided("commit").committed(*COMMIT_ORDER)
+    return b.outcome("committed").sealed()
+
+
+def _txn_commit_before_decision() -> Any:
+    b = TxnBuilder().voted().committed("calendar").decided("commit")
+    return b.committed("pay", "flight", "hotel").outcome("committed").sealed()
+
+
+def _txn_commit_without_approval() -> Any:
+    b = _voted_and_decided(approval=None)
+    return b.committed(*COMMIT_ORDER).outcome("committed").sealed()
+
+
+def _txn_holds_before_final() -> Any:
+    b = _voted_and_decided().committed("calendar", "flight", "hotel", "pay")
+    return b.outcome("committed").sealed()
+
+
+def _txn_final_twice() -> Any:
+    b = _voted_and_decided().committed("calendar", "pay", "pay", "flight", "hotel")
+    return b.outcome("committed").sealed()
+
+
+def _txn_commit_while_unwinding() -> Any:
+    b = _voted_and_decided().committed("calendar", "pay").unwinding("hotel")
+    return b.committed("flight", "hotel").outcome("committed").sealed()
+
+
+def _txn_committed_missing_branch() -> Any:
+    b = _voted_and_decided().committed("calendar", "pay", "flight")
+    return b.outcome("committed").sealed()
+
+
+def _txn_aborted_effect_left() -> Any:
+    b = _voted_and_decided().committed("calendar").unwinding("pay")
+    return b.aborted("pay", "flight", "hotel").outcome("aborted").sealed()
+
+
 CASES: tuple[Planted, ...] = (
     Planted("duplicate-key-amount", "JSON-DUPLICATE-KEY", "json",
             "two parsers would read different amounts", _duplicate_amount),
@@ -385,6 +465,33 @@ CASES: tuple[Planted, ...] = (
     Planted("resealed-short", "REC-HEAD", "record",
             "cut short and re-sealed by a key holder; caught by a pinned head",
             _resealed_short, expected_head=digest(_record()["events"][-1])),
+    Planted("txn-plan-edited", "TXN-PLAN", "record",
+            "the card charge raised in the logged plan after every party signed its digest",
+            _txn_plan_edited),
+    Planted("txn-vote-for-other-plan", "TXN-DIGEST", "record",
+            "the airline's yes vote was for another version of the plan", _txn_vote_for_other_plan),
+    Planted("txn-forged-vote", "TXN-SIGNER", "record",
+            "the coordinator signs the hotel's yes vote itself", _txn_forged_vote),
+    Planted("txn-flipped-approval", "TXN-SIGNER", "record",
+            "finance rejected; the approval edited to approve after the gateway signed it",
+            _txn_flipped_approval, via=("SIG-CRYPTO",)),
+    Planted("txn-commit-before-decision", "TXN-DECIDED", "record",
+            "the calendar committed before the decision was logged", _txn_commit_before_decision),
+    Planted("txn-commit-without-approval", "TXN-VOTES", "record",
+            "committed though finance never approved", _txn_commit_without_approval),
+    Planted("txn-holds-before-final", "TXN-ORDER", "record",
+            "the holds converted before the card was charged", _txn_holds_before_final),
+    Planted("txn-final-twice", "TXN-FINAL", "record",
+            "the card captured twice", _txn_final_twice),
+    Planted("txn-commit-while-unwinding", "TXN-AFTER-ABORT", "record",
+            "the hotel's commit failed, unwinding began, and the coordinator kept committing",
+            _txn_commit_while_unwinding),
+    Planted("txn-committed-missing-branch", "TXN-OUTCOME", "record",
+            "the outcome says committed, but the hotel was never committed",
+            _txn_committed_missing_branch),
+    Planted("txn-aborted-effect-left", "TXN-OUTCOME", "record",
+            "the outcome says aborted, but the calendar entry was never undone",
+            _txn_aborted_effect_left),
 )  # fmt: skip
 
 

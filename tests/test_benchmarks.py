@@ -6,13 +6,32 @@ import subprocess
 import sys
 from pathlib import Path
 
-BENCH = Path(__file__).parents[1] / "benchmarks" / "evidence.py"
+BENCHMARKS = Path(__file__).parents[1] / "benchmarks"
+
+
+def quick_run(script: str) -> str:
+    done = subprocess.run(
+        [sys.executable, str(BENCHMARKS / script), "--quick"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
 
 
 def test_evidence_benchmark_quick_run_prints_every_ratio() -> None:
-    done = subprocess.run(
-        [sys.executable, str(BENCH), "--quick"], capture_output=True, text=True, timeout=300
-    )
-    assert done.returncode == 0, done.stderr
+    out = quick_run("evidence.py")
     for row in ("sign(plan)", "verify(signed plan)", "verify_record", "ratio"):
-        assert row in done.stdout, row
+        assert row in out, row
+
+
+def test_coordinator_benchmark_quick_run_prints_the_ratio_to_its_floor() -> None:
+    """SQLite always; PostgreSQL measured or reported skipped with the reason."""
+    out = quick_run("coordinator.py")
+    lines = out.splitlines()
+    assert any(line.startswith("sqlite      sequential") and "x " in line for line in lines), out
+    assert any(line.startswith("postgresql  ") for line in lines), out
+    for text in ("Ed25519 signs", "durable commits", "ratio = ", "where the time goes"):
+        assert text in out, text
+    assert "floor: crypto" in out

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
@@ -51,3 +53,47 @@ def test_manual_clock_moves_only_forward_and_when_told() -> None:
 
 def test_system_clock_is_aware_utc() -> None:
     assert SystemClock().now().tzinfo is UTC
+
+
+def test_manual_clock_sleepers_wake_only_when_the_clock_reaches_their_time() -> None:
+    clock = ManualClock(datetime(2026, 12, 2, 9, 0, tzinfo=UTC))
+
+    async def scenario() -> list[str]:
+        woke: list[str] = []
+
+        async def sleeper(name: str, seconds: float) -> None:
+            await clock.sleep_until(clock.now() + timedelta(seconds=seconds))
+            woke.append(name)
+
+        tasks = [asyncio.create_task(sleeper("soon", 10)), asyncio.create_task(sleeper("late", 60))]
+        await asyncio.sleep(0)
+        assert clock.sleepers == 2
+        clock.advance(30)
+        await asyncio.sleep(0)
+        assert woke == ["soon"] and clock.sleepers == 1
+        clock.advance(30)
+        await asyncio.gather(*tasks)
+        assert clock.sleepers == 0
+        await clock.sleep_until(clock.now() - timedelta(seconds=1))  # the past: at once
+        return woke
+
+    assert asyncio.run(scenario()) == ["soon", "late"]
+
+
+def test_a_cancelled_sleeper_is_forgotten() -> None:
+    clock = ManualClock(datetime(2026, 12, 2, 9, 0, tzinfo=UTC))
+
+    async def scenario() -> int:
+        task = asyncio.create_task(clock.sleep_until(clock.now() + timedelta(seconds=5)))
+        await asyncio.sleep(0)
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        return clock.sleepers
+
+    assert asyncio.run(scenario()) == 0
+
+
+def test_system_clock_sleep_until_a_past_moment_returns_at_once() -> None:
+    clock = SystemClock()
+    asyncio.run(asyncio.wait_for(clock.sleep_until(clock.now() - timedelta(seconds=5)), 5))

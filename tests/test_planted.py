@@ -8,6 +8,7 @@ proof that each check exists and is what does the refusing.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,8 @@ import pytest
 from hatp._checks import unsafe_switched_off
 from hatp.evidence import parse_json
 from planted import CASES, FIXTURES, Planted, attempt, good_record, keyring, write_fixtures
+from txn_records import KEYS as TXN_KEYS
+from txn_records import committed_trip, rejected_trip, unwound_trip
 
 SRC = Path(__file__).parents[1] / "src" / "hatp"
 
@@ -27,6 +30,12 @@ def test_planted_violation_is_refused_by_its_check(case: Planted) -> None:
 def test_the_untampered_record_passes_every_rule() -> None:
     case = Planted("good", "-", "record", "untampered", good_record)
     assert attempt(case) == set()
+
+
+@pytest.mark.parametrize("build", [committed_trip, rejected_trip, unwound_trip])
+def test_the_honest_transaction_records_pass_every_rule(build: Callable[[], object]) -> None:
+    """[TXN-PLAN] … [TXN-OUTCOME]: what the txn cases are built from verifies."""
+    assert attempt(Planted("good", "-", "record", "honest", build)) == set()
 
 
 CHECKS = sorted({case.check for case in CASES})
@@ -51,12 +60,20 @@ def test_every_switchable_check_in_the_code_has_a_planted_violation() -> None:
     switches = set()
     for path in SRC.rglob("*.py"):
         switches.update(re.findall(r'is_on\("([A-Z0-9-]+)"\)', path.read_text()))
-    # The record rules switch through the verifier's tally, by rule id.
-    switches.update(
-        rule for rule in re.findall(r'"(REC-[A-Z]+)"', (SRC / "evidence/_verify.py").read_text())
-    )
+    # The record and transaction rules switch through the verifier's tally, by rule id.
+    for module in ("evidence/_verify.py", "evidence/_verify_txn.py"):
+        switches.update(re.findall(r'"((?:REC|TXN)-[A-Z-]+)"', (SRC / module).read_text()))
     assert switches, "no switchable checks found: the scan is broken"
-    assert switches <= set(CHECKS), f"checks with no planted violation: {switches - set(CHECKS)}"
+    # Documents live in planted.py; live-protocol cases beside the role they attack.
+    from coordinator.test_switch_off import CASES as COORDINATOR_CASES
+    from participant.test_switch_off import CASES as PARTICIPANT_CASES
+
+    planted = (
+        set(CHECKS)
+        | {check for check, _ in PARTICIPANT_CASES.values()}
+        | {case.check for case in COORDINATOR_CASES}
+    )
+    assert switches <= planted, f"checks with no planted violation: {switches - planted}"
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
@@ -77,4 +94,4 @@ def test_fixture_manifest_and_keyring_are_current(
         assert (tmp_path / name).read_bytes() == (FIXTURES / name).read_bytes(), name
     manifest = parse_json((FIXTURES / "manifest.json").read_bytes())
     assert set(manifest) == {case.name for case in CASES}
-    assert len(keyring()) == 4
+    assert len(keyring()) == 4 + len(TXN_KEYS)

@@ -5,18 +5,34 @@ from __future__ import annotations
 import pytest
 
 import hatp
+import hatp.coordinator
+import hatp.demo
 import hatp.errors
 import hatp.evidence
 import hatp.model
+import hatp.participant
+import hatp.store
 from hatp.errors import (
     SIGNATURE_REASON_RULES,
     HatpError,
+    PlanInvalid,
     SignatureInvalid,
     error_from_dict,
 )
 
+PACKAGES = [
+    hatp,
+    hatp.coordinator,
+    hatp.demo,
+    hatp.errors,
+    hatp.evidence,
+    hatp.model,
+    hatp.participant,
+    hatp.store,
+]
 
-@pytest.mark.parametrize("module", [hatp, hatp.evidence, hatp.model, hatp.errors])
+
+@pytest.mark.parametrize("module", PACKAGES, ids=lambda m: m.__name__)
 def test_exported_members_exist_and_are_public(module: object) -> None:
     names = module.__all__  # type: ignore[attr-defined]
     assert names, "a package with no public surface"
@@ -42,7 +58,12 @@ def test_every_error_has_a_stable_unique_code() -> None:
 
 @pytest.mark.parametrize("cls", HatpError.__subclasses__())
 def test_errors_round_trip_through_their_wire_form(cls: type[HatpError]) -> None:
-    error = cls("BAD_SIGNATURE", "boom", kid="k") if cls is SignatureInvalid else cls("boom", x=1)
+    if cls is SignatureInvalid:
+        error: HatpError = cls("BAD_SIGNATURE", "boom", kid="k")
+    elif cls is PlanInvalid:
+        error = cls("SECOND_FINAL", "boom", where="/branches")
+    else:
+        error = cls("boom", x=1)
     wire = error.to_dict()
     assert set(wire) == {"code", "message", "data"}
     back = error_from_dict(wire)

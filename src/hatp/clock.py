@@ -6,6 +6,7 @@ so deadlines, leases and record times are testable without sleeping.
 
 from __future__ import annotations
 
+import asyncio
 import re
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
@@ -32,12 +33,20 @@ class Clock(Protocol):
         """Return the current time, timezone-aware, in UTC."""
         ...
 
+    async def sleep_until(self, moment: datetime) -> None:
+        """Return once the clock reads ``moment`` or later."""
+        ...
+
 
 class SystemClock:
     """The real wall clock."""
 
     def now(self) -> datetime:
         return datetime.now(UTC)
+
+    async def sleep_until(self, moment: datetime) -> None:
+        while (left := (moment - datetime.now(UTC)).total_seconds()) > 0:
+            await asyncio.sleep(left)
 
 
 class ManualClock:
@@ -47,15 +56,36 @@ class ManualClock:
         if start.tzinfo is None:
             raise ValueError("ManualClock needs a timezone-aware start time")
         self._now = start.astimezone(UTC)
+        self._sleepers: list[tuple[datetime, asyncio.Future[None]]] = []
 
     def now(self) -> datetime:
         return self._now
+
+    async def sleep_until(self, moment: datetime) -> None:
+        """Return once :meth:`advance` has moved the clock to ``moment`` or later."""
+        if moment <= self._now:
+            return
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._sleepers.append((moment, future))
+        try:
+            await future
+        finally:
+            self._sleepers = [(m, f) for m, f in self._sleepers if f is not future]
 
     def advance(self, seconds: float) -> None:
         """Move the clock forward by ``seconds`` (never backward)."""
         if seconds < 0:
             raise ValueError("a clock never moves backward")
         self._now += timedelta(seconds=seconds)
+        # Wake sleepers whose time has come (call from the event loop's thread).
+        for moment, future in self._sleepers:
+            if moment <= self._now and not future.done():
+                future.set_result(None)
+
+    @property
+    def sleepers(self) -> int:
+        """How many coroutines are waiting on this clock (lets tests wait for a waiter)."""
+        return sum(1 for _, f in self._sleepers if not f.done())
 
 
 def format_time(moment: datetime) -> str:

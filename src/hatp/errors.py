@@ -12,7 +12,17 @@ MCP JSON-RPC error.
     ├── SignatureInvalid       SIGNATURE_INVALID   (data.reason says which check)
     ├── KeyInvalid             KEY_INVALID
     ├── KeyringInvalid         KEYRING_INVALID
-    └── RecordInvalid          RECORD_INVALID
+    ├── RecordInvalid          RECORD_INVALID
+    ├── PlanInvalid            PLAN_INVALID        (data.reason says which rule)
+    ├── PreconditionChanged    PRECONDITION_CHANGED
+    ├── StaleFence             STALE_FENCE
+    ├── OutcomeConflict        OUTCOME_CONFLICT    (flagged, never silently flipped)
+    ├── NotPrepared            NOT_PREPARED
+    ├── HoldExpired            HOLD_EXPIRED
+    ├── UndoInvalid            UNDO_INVALID
+    ├── ParticipantUnavailable PARTICIPANT_UNAVAILABLE (no answer: not a failure)
+    ├── TransactionUnknown     TXN_UNKNOWN
+    └── StoreUnavailable       STORE_UNAVAILABLE
 """
 
 from __future__ import annotations
@@ -21,13 +31,24 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 __all__ = [
+    "PLAN_REASONS",
     "SIGNATURE_REASON_RULES",
     "HatpError",
+    "HoldExpired",
     "InvalidJson",
     "KeyInvalid",
     "KeyringInvalid",
+    "NotPrepared",
+    "OutcomeConflict",
+    "ParticipantUnavailable",
+    "PlanInvalid",
+    "PreconditionChanged",
     "RecordInvalid",
     "SignatureInvalid",
+    "StaleFence",
+    "StoreUnavailable",
+    "TransactionUnknown",
+    "UndoInvalid",
     "VersionUnsupported",
     "error_from_dict",
 ]
@@ -118,6 +139,107 @@ class RecordInvalid(HatpError):
     code = "RECORD_INVALID"
 
 
+class PlanInvalid(HatpError):
+    """A plan breaks a rule; ``data.reason`` names it (see :data:`PLAN_REASONS`).
+
+    ``data.where`` is a JSON Pointer to the offending member when there is one.
+    """
+
+    code = "PLAN_INVALID"
+
+    def __init__(self, reason: str, message: str, **data: Any) -> None:
+        super().__init__(message, reason=reason, **data)
+
+    @property
+    def reason(self) -> str:
+        """The stable reason code, e.g. ``SECOND_FINAL``."""
+        return str(self.data["reason"])
+
+
+#: Every ``PLAN_INVALID`` reason and the rule it enforces.
+PLAN_REASONS: dict[str, str] = {
+    "SHAPE": "the plan has the Plan form (members, types, lengths)",
+    "SECOND_FINAL": "at most one branch has tier final",
+    "AMOUNT_NOT_DECIMAL": "an amount value is a decimal string",
+    "NEGATIVE_AMOUNT": "no amount is negative",
+    "NEGATIVE_TOLERANCE": "no tolerance is negative",
+    "UNKNOWN_TIER": "a tier is hold, compensate or final",
+    "DUPLICATE_BRANCH": "branch ids are unique",
+    "DUPLICATE_GROUP": "approval group ids are unique",
+    "UNKNOWN_SETTLES": "settles names branches of the plan",
+    "SETTLES_SELF": "a branch does not settle itself",
+    "SETTLED_TWICE": "a branch is settled by at most one other",
+    "SETTLES_CYCLE": "settles never loops back",
+    "SETTLES_CURRENCY": "a branch settles only amounts in its own currency",
+    "SETTLES_UNDERSTATED": "a settling branch's amount covers what it settles",
+    "UNKNOWN_PARTICIPANT": "every branch names a participant the coordinator can reach",
+    "UNKNOWN_OPERATION": "the participant offers the branch's operation",
+    "TIER_MISMATCH": "the branch's tier is the tier the participant declares",
+}
+
+
+class PreconditionChanged(HatpError):
+    """A commit found a target changed since its dry run; nothing was done.
+
+    ``data.changed`` maps each differing target to ``{"prepared": …, "now": …}``.
+    """
+
+    code = "PRECONDITION_CHANGED"
+
+
+class StaleFence(HatpError):
+    """A request carried a fencing token lower than one already seen; nothing was done."""
+
+    code = "STALE_FENCE"
+
+
+class OutcomeConflict(HatpError):
+    """A request contradicts an outcome already reached (commit after abort, …).
+
+    It is refused and flagged, never silently flipped. ``data.state`` is the
+    outcome already reached and ``data.requested`` what was asked.
+    """
+
+    code = "OUTCOME_CONFLICT"
+
+
+class NotPrepared(HatpError):
+    """Commit or compensate of a branch that was never prepared here."""
+
+    code = "NOT_PREPARED"
+
+
+class HoldExpired(HatpError):
+    """A hold's lease ran out before its commit; the participant released it."""
+
+    code = "HOLD_EXPIRED"
+
+
+class UndoInvalid(HatpError):
+    """A compensate request carried an undo token this branch never issued."""
+
+    code = "UNDO_INVALID"
+
+
+class ParticipantUnavailable(HatpError):
+    """No answer came back (timeout, lost connection). Not a failure: the
+    request may or may not have taken effect, so the caller retries it."""
+
+    code = "PARTICIPANT_UNAVAILABLE"
+
+
+class TransactionUnknown(HatpError):
+    """No transaction with this id is in the log."""
+
+    code = "TXN_UNKNOWN"
+
+
+class StoreUnavailable(HatpError):
+    """The database could not be reached or refused the write; nothing was recorded."""
+
+    code = "STORE_UNAVAILABLE"
+
+
 def error_from_dict(doc: Mapping[str, Any]) -> HatpError:
     """Rebuild a typed error from its wire form (the inverse of ``to_dict``)."""
     classes: dict[str, type[HatpError]] = {c.code: c for c in _all_subclasses(HatpError)}
@@ -128,6 +250,8 @@ def error_from_dict(doc: Mapping[str, Any]) -> HatpError:
         reason = str(data.pop("reason", "UNKNOWN"))
         data.pop("rule", None)
         return SignatureInvalid(reason, message, **data)
+    if cls is PlanInvalid:
+        return PlanInvalid(str(data.pop("reason", "SHAPE")), message, **data)
     return cls(message, **data)
 
 

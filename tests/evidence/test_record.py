@@ -185,3 +185,19 @@ def test_any_tampering_fails_with_a_finding_that_names_the_event(
     assert not report.ok
     located = {event for _, event in failing(report)}
     assert named & located, (kind, i, failing(report))
+
+
+def test_events_since_copies_only_the_later_events() -> None:
+    """RecordWriter.events_since(n): the events from seq n on, as a copy; a bad n is refused."""
+    writer = RecordWriter("txn-1", ManualClock(START))
+    for n in range(3):
+        writer.append("step.done", {"n": n}, KEYS[0])
+    assert writer.events_since(0) == writer.events()
+    assert [e["seq"] for e in writer.events_since(1)] == [1, 2]
+    assert writer.events_since(3) == []
+    later = writer.events_since(2)
+    later[0]["body"]["n"] = 99
+    assert writer.events()[2]["body"]["n"] == 2, "the caller got a copy"
+    for bad in (-1, 4):
+        with pytest.raises(ValueError, match="start must be from 0 to 3"):
+            writer.events_since(bad)

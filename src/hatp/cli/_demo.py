@@ -1,138 +1,126 @@
-"""``hatp demo``: a walk through the evidence layer.
+"""``hatp demo``: the business trip as one all-or-nothing transaction.
 
-Until the coordinator exists, the demo shows what every later part rests
-on: a plan signed and digested, the parties' events chained into a
-Transaction Record, the record verified offline, and two tampered copies
-that fail verification with findings that name the event and the rule.
+An airline seat (hold), a hotel room (hold), a calendar event (compensate)
+and a card charge (authorized at prepare, captured as the final step), with
+a finance approval over $500. It prints the timeline, every participant's
+ledger, writes ``record.json`` and ``keyring.json``, and verifies the record
+offline. ``--scenario`` shows the other paths; ``--list`` names them.
 """
 
 from __future__ import annotations
 
-import copy
+import asyncio
 import json
+import sys
 import tempfile
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 
 from hatp.cli._app import app, err, reports_errors
+from hatp.cli._timeline import approval_card, print_timeline, short
 from hatp.cli._verify import print_report
-from hatp.clock import SystemClock
-from hatp.evidence import Keyring, RecordWriter, SigningKey, digest, sign, verify, verify_record
-from hatp.model import Result
-from hatp.version import PROTOCOL_VERSION
-
-ISSUER = "https://directory.acme.example"
+from hatp.clock import format_time
+from hatp.coordinator import ApprovalRequest, ScriptedAnswer
+from hatp.demo.scenarios import SCENARIOS, Approver, DemoRun, run_scenario
+from hatp.evidence import verify_record
+from hatp.model import ApprovalDecision
 
 
 @app.command("demo")
 @reports_errors
 def demo(
+    scenario: Annotated[
+        str, typer.Option("--scenario", "-s", help="Which path to show (see --list).")
+    ] = "commit",
     out: Annotated[
         Path | None,
         typer.Option(
-            "--out", help="Folder for record.json and keyring.json (default: a new temp dir)."
+            "--out", help="Folder for record.json, keyring.json and the ledgers (default: temp)."
         ),
     ] = None,
+    auto: Annotated[
+        bool, typer.Option("--auto", help="The finance approver follows the script; no prompt.")
+    ] = False,
+    list_: Annotated[bool, typer.Option("--list", help="Name every scenario and exit.")] = False,
 ) -> None:
-    """Walk through signing, chaining, verifying and tampering with a record.
+    """Book a business trip as one transaction and show every step.
 
-    Prints the walk on stderr and the folder holding record.json and
-    keyring.json on stdout.
+    Prints the walk on stderr and the folder it wrote on stdout. With a
+    terminal attached (and without --auto) you are the finance approver.
     """
+    if list_:
+        for name, item in SCENARIOS.items():
+            typer.echo(f"{name:<10} {item.summary}")
+        return
+    chosen = SCENARIOS.get(scenario)
+    if chosen is None:
+        err.print(f"[red]error[/] no scenario {scenario!r}; choose one of: {', '.join(SCENARIOS)}")
+        raise typer.Exit(2)
     folder = out or Path(tempfile.mkdtemp(prefix="hatp-demo-"))
-    folder.mkdir(parents=True, exist_ok=True)
-    parties = {
-        name: SigningKey.generate(f"{name}-1")
-        for name in ("travel-bot", "coordinator", "airline", "gateway")
-    }
-    keyring = Keyring(((k.public, ISSUER) for k in parties.values()), trusted_issuers=[ISSUER])
-    console = err
-
-    console.rule("1. The agent signs a plan")
-    plan = sign(_trip_plan(), parties["travel-bot"])
-    plan_digest = digest(plan)
-    signer = verify(plan, keyring)
-    console.print(f"plan {plan['txnId']}: {len(plan['branches'])} branches, signed by {signer.kid}")
-    console.print(f"planDigest {plan_digest}")
-
-    console.rule("2. Each party's event is signed and chained")
-    record = RecordWriter(plan["txnId"], SystemClock())
-    steps: list[tuple[str, str, dict[str, Any]]] = [
-        ("coordinator", "plan.proposed", {"plan": plan}),
-        ("airline", "vote.cast", {"branchId": "seat", "vote": "yes"}),
-        ("gateway", "approval.granted", {"groupId": "finance", "approver": "human://acme/bob"}),
-        ("coordinator", "decision.logged", {"decision": "commit"}),
-    ]
-    for party, event_type, body in steps:
-        event = record.append(event_type, {**body, "planDigest": plan_digest}, parties[party])
-        console.print(f"  #{event['seq']} {event_type:<18} by {event['kid']:<14} {event['time']}")
-    sealed = record.seal(parties["coordinator"])
-    console.print(f"  #{sealed['seq']} record.sealed      head {record.head}")
-    document = record.to_json()
-    _write(folder / "record.json", document)
-    _write(folder / "keyring.json", keyring.to_json())
-
-    console.rule("3. Anyone with the public keys verifies it offline")
-    report = verify_record(document, keyring)
-    print_report(report, console)
-
-    console.rule("4. Tampering is caught and named")
-    edited = copy.deepcopy(document)
-    edited["events"][0]["body"]["plan"]["branches"][3]["amount"]["value"] = "9400.00"
-    _show_failures("an amount edited after signing", verify_record(edited, keyring), console)
-    removed = copy.deepcopy(document)
-    del removed["events"][2]
-    _show_failures("the approval event removed", verify_record(removed, keyring), console)
-
-    console.rule("Done")
-    console.print(f"wrote {folder / 'record.json'} and {folder / 'keyring.json'}")
-    console.print(
-        f"check it yourself: hatp verify {folder / 'record.json'} --keys {folder / 'keyring.json'}"
-    )
+    err.rule(f"hatp demo: {chosen.name} — {chosen.summary}")
+    interactive = not auto and sys.stdin.isatty() and chosen.person_may_answer
+    approver = _terminal_approver() if interactive else None
+    run = asyncio.run(run_scenario(chosen, folder, approver=approver))
+    try:
+        ok = _show(run)
+    finally:
+        run.world.close()
     typer.echo(str(folder))  # stdout carries only the folder, for scripts
-    if not report.ok:
+    if not ok:
         raise typer.Exit(1)
 
 
-def _trip_plan() -> dict[str, Any]:
-    def branch(branch_id: str, participant: str, operation: str, tier: str, value: str) -> Any:
-        return {
-            "branchId": branch_id,
-            "participant": participant,
-            "operation": operation,
-            "tier": tier,
-            "amount": {"value": value, "currency": "USD"},
-        }
+def _show(run: DemoRun) -> bool:
+    err.rule("Timeline (from the signed Transaction Record)")
+    for note in run.notes:
+        err.print(f"  [yellow]note[/] {note}")
+    print_timeline(run.record, err)
+    err.rule("Each participant's ledger")
+    effects = run.world.effects(run.outcome.txn_id)
+    for participant_id in run.world.participant_ids:
+        lines = [x for x in run.world.ledger(participant_id) if x.txn_id == run.outcome.txn_id]
+        err.print(f"  [bold]{short(participant_id)}[/] — effect: {effects[participant_id]}")
+        for line in lines:
+            err.print(
+                f"      {format_time(line.time)[11:23]}  {line.kind:<11} {line.detail}",
+                soft_wrap=True,
+            )
+        if not lines:
+            err.print("      (nothing)")
+    _write(run.folder / "record.json", run.record)
+    _write(run.folder / "keyring.json", run.world.keyring.to_json())
+    err.rule("Offline verification")
+    report = verify_record(run.record, run.world.keyring)
+    print_report(report, err)
+    state = run.outcome.state.value.upper()
+    all_or_none = all(e in ("whole", "none") for e in effects.values())
+    err.print(
+        f"outcome [bold]{state}[/]; every ledger shows "
+        + ("the whole effect or none" if all_or_none else "[red]a partial effect[/]")
+    )
+    err.print(f"wrote {run.folder / 'record.json'} and {run.folder / 'keyring.json'}")
+    err.print(
+        f"check it yourself: hatp verify {run.folder / 'record.json'} "
+        f"--keys {run.folder / 'keyring.json'}"
+    )
+    return report.ok and all_or_none
 
-    return {
-        "hatpVersion": PROTOCOL_VERSION,
-        "txnId": "txn-trip-0001",
-        "initiator": "agent://acme.example/travel-bot",
-        "onBehalfOf": "human://acme.example/dana",
-        "branches": [
-            branch("seat", "mcp://airline.example/hatp", "book_seat", "hold", "0.00"),
-            branch("room", "mcp://hotel.example/hatp", "hold_room", "hold", "0.00"),
-            branch("meeting", "mcp://calendar.example/hatp", "add_event", "compensate", "0.00"),
-            branch("card", "mcp://payments.example/hatp", "charge_card", "final", "940.00"),
-        ],
-        "approvals": [
-            {
-                "groupId": "finance",
-                "address": "human://acme.example/role/finance-approver",
-                "requirement": {"action": "approve.spend", "tolerance": "0.02"},
-            }
-        ],
-    }
 
+def _terminal_approver() -> Approver:
+    async def decide(request: ApprovalRequest) -> ScriptedAnswer:
+        err.print(approval_card(request.plan, request.group.group_id))
+        err.print(f"decide by {request.decide_by:%H:%M:%S} UTC (you are human://acme.com/bob)")
+        reply = await asyncio.to_thread(input, "Approve? [y/N] ")
+        decision = (
+            ApprovalDecision.APPROVE
+            if reply.strip().lower() in ("y", "yes")
+            else ApprovalDecision.REJECT
+        )
+        return ScriptedAnswer(decision, "human://acme.com/bob")
 
-def _show_failures(what: str, report: Any, console: Console) -> None:
-    console.print(f"[bold]{what}[/]: {'VALID' if report.ok else 'INVALID'}")
-    for finding in report.findings:
-        if finding.result is not Result.PASS:
-            console.print(f"  [red]{finding.result.value}[/] {finding.rule}: {finding.detail}")
+    return decide
 
 
 def _write(path: Path, document: Any) -> None:

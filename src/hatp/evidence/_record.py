@@ -59,6 +59,19 @@ class RecordWriter:
         """Return a deep copy of the events so far."""
         return copy.deepcopy(self._events)
 
+    def events_since(self, start: int) -> list[dict[str, Any]]:
+        """Return a deep copy of the events from ``seq`` ``start`` on (every event for 0).
+
+        Only those events are copied, so a writer that makes its record durable
+        piece by piece does not copy the whole record at every step.
+
+        Raises:
+            ValueError: ``start`` is negative or past the number of events.
+        """
+        if not 0 <= start <= len(self._events):
+            raise ValueError(f"start must be from 0 to {len(self._events)}, not {start}")
+        return copy.deepcopy(self._events[start:])
+
     def append(
         self, event_type: str, body: Mapping[str, Any], signer: SigningKey
     ) -> dict[str, Any]:

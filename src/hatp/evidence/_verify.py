@@ -1,25 +1,30 @@
 """The offline verifier: every signature against a keyring, and the chain.
 
+A transaction's record (one with ``txn.*`` events) is also checked against
+the transaction rules of :mod:`hatp.evidence._verify_txn`, reported after
+the chain rules.
+
 A record passes only if every rule ran and passed. A rule that could not run
 (an empty record, say) is reported ``absent``, and absent is never a pass.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
-from hatp import _checks
 from hatp.clock import parse_time
 from hatp.errors import InvalidJson, RecordInvalid, SignatureInvalid, VersionUnsupported
 from hatp.evidence._digest import digest
 from hatp.evidence._keys import Keyring
 from hatp.evidence._signing import verify
 from hatp.evidence._strict_json import parse_json
-from hatp.model import SEAL_EVENT, Finding, RecordEvent, Result, VerificationReport
+from hatp.evidence._tally import Tally
+from hatp.evidence._verify_txn import is_transaction, transaction_findings
+from hatp.model import SEAL_EVENT, RecordEvent, Result, VerificationReport
 from hatp.version import (
     PROTOCOL_VERSION,
     SUPPORTED_VERSIONS,
@@ -40,44 +45,6 @@ CHAIN_RULES: dict[str, str] = {
     "REC-SEAL": "the record ends with one record.sealed event counting the rest",
     "REC-HEAD": "the head digest is the digest of the last event",
 }
-
-
-class _Tally:
-    """Collects failures per rule; a rule with no failures and no run is absent."""
-
-    def __init__(self) -> None:
-        self._failures: dict[str, list[Finding]] = {rule: [] for rule in CHAIN_RULES}
-        self._ran: set[str] = set()
-
-    def ran(self, rule: str) -> None:
-        self._ran.add(rule)
-
-    def fail(self, rule: str, detail: str, event: int | None = None) -> None:
-        self._ran.add(rule)
-        if _checks.is_on(rule):
-            self._failures[rule].append(
-                Finding(rule=rule, result=Result.FAIL, detail=detail, event=event)
-            )
-
-    def expect(self, rule: str, holds: bool, event: int | None, detail: Callable[[], str]) -> None:
-        """Record that ``rule`` ran, failing with ``detail()`` unless it ``holds``."""
-        if holds:
-            self._ran.add(rule)
-        else:
-            self.fail(rule, detail(), event)
-
-    def findings(self, passes: Mapping[str, str]) -> list[Finding]:
-        out: list[Finding] = []
-        for rule, meaning in CHAIN_RULES.items():
-            if self._failures[rule]:
-                out.extend(self._failures[rule])
-            elif rule in self._ran:
-                out.append(Finding(rule=rule, result=Result.PASS, detail=passes.get(rule, meaning)))
-            else:
-                out.append(
-                    Finding(rule=rule, result=Result.ABSENT, detail=f"not checked: {meaning}")
-                )
-        return out
 
 
 def load_record(path: str | Path) -> dict[str, Any]:
@@ -111,7 +78,7 @@ def verify_record(
         VersionUnsupported: the record names a version this build does not know.
     """
     record_id, events = _outline(record)
-    tally = _Tally()
+    tally = Tally(CHAIN_RULES)
     previous_digest: str | None = None
     previous_time = ""
     for position, event in enumerate(events):
@@ -129,6 +96,8 @@ def verify_record(
     _check_seal(tally, events)
     _check_head(tally, record.get("head"), head, expected_head, bool(events))
     findings = tally.findings({"REC-SIG": f"{len(events)} event signatures verify"})
+    if is_transaction(events):
+        findings += transaction_findings(record_id, events, keyring)
     return VerificationReport(
         hatp_version=PROTOCOL_VERSION,
         record_id=record_id,
@@ -157,7 +126,7 @@ def _name(position: int, event: Mapping[str, Any]) -> str:
 
 
 def _check_event(
-    tally: _Tally,
+    tally: Tally,
     keyring: Keyring,
     position: int,
     event: dict[str, Any],
@@ -226,7 +195,7 @@ def _check_event(
         tally.fail("REC-SIG", f"{name()}: {reason}: {exc.message}", position)
 
 
-def _check_time(tally: _Tally, position: int, event: Mapping[str, Any], previous: str) -> str:
+def _check_time(tally: Tally, position: int, event: Mapping[str, Any], previous: str) -> str:
     time = event.get("time")
     if not isinstance(time, str) or not _is_time(time):
         tally.fail("REC-TIME", f"{_name(position, event)} has no valid time", position)
@@ -249,7 +218,7 @@ def _is_time(text: str) -> bool:
     return True
 
 
-def _check_seal(tally: _Tally, events: list[Any]) -> None:
+def _check_seal(tally: Tally, events: list[Any]) -> None:
     kinds = [e.get("type") if isinstance(e, dict) else None for e in events]
     for position, kind in enumerate(kinds[:-1]):
         if kind == SEAL_EVENT:
@@ -274,7 +243,7 @@ def _check_seal(tally: _Tally, events: list[Any]) -> None:
 
 
 def _check_head(
-    tally: _Tally, stated: Any, computed: str | None, expected: str | None, any_events: bool
+    tally: Tally, stated: Any, computed: str | None, expected: str | None, any_events: bool
 ) -> None:
     if not any_events:
         return

@@ -12,7 +12,12 @@ from pathlib import Path
 from typing import Any
 
 from hatp.model import (
+    Approval,
+    BranchStatus,
     KeyringDocument,
+    OutcomeReceipt,
+    Plan,
+    PrepareReceipt,
     PublicJwk,
     RecordEvent,
     Signature,
@@ -22,7 +27,12 @@ from hatp.model import (
 )
 
 WIRE_TYPES: tuple[type[WireModel], ...] = (
+    Approval,
+    BranchStatus,
     KeyringDocument,
+    OutcomeReceipt,
+    Plan,
+    PrepareReceipt,
     PublicJwk,
     RecordEvent,
     Signature,

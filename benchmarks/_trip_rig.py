@@ -1,0 +1,343 @@
+"""The benchmark's rig: fresh trip worlds on SQLite or PostgreSQL, and bare commits.
+
+A :class:`Rig` is one trip world (:mod:`hatp.demo.trip`) with its own stores,
+a decision log and a coordinator with an approving scripted gateway. Each
+transaction takes one of the demo airline's economy seats, and a world is
+stocked only when first opened, so every measured batch gets a fresh rig.
+:class:`Backend` says where a rig's stores live; :class:`BareCommit` is the
+one durable commit of the floor, done without hatp. Used by
+``benchmarks/coordinator.py``.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import sqlite3
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Protocol
+
+import psycopg
+from sqlalchemy.engine import URL, make_url
+
+from hatp.clock import SystemClock
+from hatp.coordinator import Coordinator, Outcome, ScriptedAnswer, ScriptedGateway
+from hatp.demo import _airline
+from hatp.demo.trip import CARD, COORDINATOR, GATEWAY, PARTICIPANT_IDS, TripWorld, trip_plan
+from hatp.model import ApprovalDecision, BranchStatus, Plan, Preconditions, TxnState
+from hatp.participant import Participant
+from hatp.store import DecisionLog, Store, open_store
+
+APPROVER = "human://acme.com/role/finance-approver/bob"
+#: The demo airline's economy seats (rows 4-30, A-F): one per transaction.
+#: Business seats cost more than the plan allows, so the airline votes no on them.
+ECONOMY = tuple(
+    f"{row}{letter}"
+    for row in range(_airline.BUSINESS_ROWS + 1, _airline.ROWS + 1)
+    for letter in _airline.LETTERS
+)
+#: The decision log's name among a rig's store owners (the others are participant ids).
+LOG = "coordinator log"
+
+
+# --------------------------------------------------------------------------- the workload
+
+
+class TimedParticipant:
+    """A participant that notes when each call started and ended (the instrumented pass)."""
+
+    def __init__(self, inner: Participant, spans: list[tuple[float, float]]) -> None:
+        self._inner = inner
+        self._spans = spans
+
+    @property
+    def participant_id(self) -> str:
+        return self._inner.participant_id
+
+    @contextmanager
+    def _span(self) -> Iterator[None]:
+        started = time.perf_counter()
+        try:
+            yield
+        finally:
+            self._spans.append((started, time.perf_counter()))
+
+    async def prepare(self, plan: Plan, branch_id: str, fence: int) -> dict[str, Any]:
+        with self._span():
+            return await self._inner.prepare(plan, branch_id, fence)
+
+    async def commit(
+        self,
+        txn_id: str,
+        branch_id: str,
+        fence: int,
+        plan_digest: str,
+        preconditions: Preconditions | None,
+    ) -> dict[str, Any]:
+        with self._span():
+            return await self._inner.commit(txn_id, branch_id, fence, plan_digest, preconditions)
+
+    async def abort(self, txn_id: str, branch_id: str, fence: int) -> dict[str, Any]:
+        with self._span():
+            return await self._inner.abort(txn_id, branch_id, fence)
+
+    async def compensate(
+        self, txn_id: str, branch_id: str, fence: int, undo_token: str
+    ) -> dict[str, Any]:
+        with self._span():
+            return await self._inner.compensate(txn_id, branch_id, fence, undo_token)
+
+    async def status(self, txn_id: str, branch_id: str) -> BranchStatus:
+        return await self._inner.status(txn_id, branch_id)
+
+
+class TimedLog(DecisionLog):
+    """A decision log that adds up the time of its writes (the instrumented pass)."""
+
+    def __init__(self, store: Store, spans: list[tuple[float, float]]) -> None:
+        super().__init__(store)
+        self._spans = spans
+
+    def _timed(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        started = time.perf_counter()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            self._spans.append((started, time.perf_counter()))
+
+    def create(self, *args: Any, **kwargs: Any) -> int:
+        return int(self._timed(super().create, *args, **kwargs))
+
+    def append(self, *args: Any, **kwargs: Any) -> None:
+        self._timed(super().append, *args, **kwargs)
+
+    def release(self, *args: Any, **kwargs: Any) -> None:
+        self._timed(super().release, *args, **kwargs)
+
+    def renew(self, *args: Any, **kwargs: Any) -> None:
+        self._timed(super().renew, *args, **kwargs)
+
+
+@dataclass
+class Spans:
+    """When the participants' calls and the log's writes ran, for the instrumented pass."""
+
+    participants: list[tuple[float, float]] = field(default_factory=list)
+    log: list[tuple[float, float]] = field(default_factory=list)
+
+
+class Rig:
+    """One fresh trip world, a decision log and a coordinator; one seat per transaction.
+
+    ``urls`` maps each participant id and :data:`LOG` to a store URL.
+    """
+
+    def __init__(
+        self, folder: Path, urls: Mapping[str, str], tag: str, spans: Spans | None = None
+    ) -> None:
+        self.clock = SystemClock()
+        participant_urls = {pid: urls[pid] for pid in PARTICIPANT_IDS}
+        self.world = TripWorld.open(
+            folder, self.clock, rooms=len(ECONOMY), store_urls=participant_urls
+        )
+        # The demo card holds 5,000.00; each transaction charges 730.00.
+        self.world.edit_card(CARD, "1000000.00")
+        self.log_store = open_store(urls[LOG])
+        log = DecisionLog(self.log_store) if spans is None else TimedLog(self.log_store, spans.log)
+        participants: Mapping[str, Participant] = self.world.participants
+        if spans is not None:
+            participants = {
+                pid: TimedParticipant(p, spans.participants) for pid, p in participants.items()
+            }
+        answer = ScriptedAnswer(ApprovalDecision.APPROVE, APPROVER)
+        gateway = ScriptedGateway(
+            GATEWAY, self.world.keys["gateway"], self.clock, {"finance": answer}
+        )
+        self.coordinator = Coordinator(
+            coordinator_id=COORDINATOR,
+            key=self.world.keys["coordinator"],
+            log=log,
+            participants=participants,
+            gateway=gateway,
+            keyring=self.world.keyring,
+            clock=self.clock,
+        )
+        self.tag = tag
+        self._seats = iter(ECONOMY)
+        self._count = 0
+
+    @property
+    def stores(self) -> dict[str, Store]:
+        """Every store of the rig by owner: :data:`LOG` and each participant id."""
+        return {LOG: self.log_store, **self.world.stores}
+
+    def plan(self) -> dict[str, Any]:
+        """The next plan: a new txnId, the next free seat, a traveller of its own."""
+        seat = next(self._seats, None)
+        if seat is None:
+            raise RuntimeError(f"world {self.tag} has no free economy seat left")
+        number, self._count = self._count, self._count + 1
+        name = f"{self.tag}-{number:04d}"
+        return trip_plan(
+            f"bench-{name}",
+            decide_by=self.clock.now() + timedelta(minutes=10),
+            seat=seat,
+            # Its own calendar: concurrent commits of one calendar would (rightly)
+            # refuse each other's stale preconditions.
+            traveller=f"human://acme.com/traveller-{name}",
+        )
+
+    async def commit_one(self, plan: dict[str, Any] | None = None) -> tuple[float, Outcome]:
+        """Run one transaction; return its latency in seconds and its outcome.
+
+        Raises:
+            RuntimeError: it did not commit (the benchmark counts committed transactions only).
+        """
+        plan = plan or self.plan()
+        started = time.perf_counter()
+        outcome = await self.coordinator.run(plan)
+        elapsed = time.perf_counter() - started
+        if outcome.state is not TxnState.COMMITTED:
+            raise RuntimeError(f"{outcome.txn_id} ended {outcome.state}: {outcome.reason}")
+        return elapsed, outcome
+
+    async def warm_up(self, count: int) -> None:
+        for _ in range(count):
+            await self.commit_one()
+
+    def close(self) -> None:
+        self.world.close()
+        self.log_store.close()
+
+    def __enter__(self) -> Rig:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+# --------------------------------------------------------------------------- backends
+
+
+class BareCommit(Protocol):
+    """One durable commit done without hatp: the floor's only write."""
+
+    def commit(self, body: str) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class SqliteCommit:
+    """A SQLite file in WAL mode with ``synchronous=FULL``, as hatp's stores are."""
+
+    def __init__(self, path: Path) -> None:
+        self._conn = sqlite3.connect(path, isolation_level=None)
+        self._conn.execute("PRAGMA journal_mode = WAL")
+        self._conn.execute("PRAGMA synchronous = FULL")
+        self._conn.execute("CREATE TABLE floor (id INTEGER PRIMARY KEY, body TEXT NOT NULL)")
+
+    def commit(self, body: str) -> None:
+        self._conn.execute("BEGIN IMMEDIATE")
+        self._conn.execute("INSERT INTO floor (body) VALUES (?)", (body,))
+        self._conn.execute("COMMIT")
+
+    def close(self) -> None:
+        self._conn.close()
+
+
+class PostgresCommit:
+    """A psycopg connection with ``synchronous_commit=on``, as hatp's stores have."""
+
+    def __init__(self, url: str) -> None:
+        self._conn = psycopg.connect(_plain(url), options="-c synchronous_commit=on")
+        self._conn.execute("CREATE TABLE hatp_floor (id BIGSERIAL PRIMARY KEY, body TEXT NOT NULL)")
+        self._conn.commit()
+
+    def commit(self, body: str) -> None:
+        self._conn.execute("INSERT INTO hatp_floor (body) VALUES (%s)", (body,))
+        self._conn.commit()
+
+    def close(self) -> None:
+        self._conn.close()
+
+
+class Backend:
+    """Where a rig's stores live: SQLite files in a folder, or schemas in one PG database."""
+
+    def __init__(self, name: str, folder: Path, database_url: str | None = None) -> None:
+        self.name = name
+        self.folder = folder
+        folder.mkdir(parents=True, exist_ok=True)
+        self._database_url = database_url
+        self._rigs = 0
+
+    def rig(self, spans: Spans | None = None) -> Rig:
+        """Open a fresh world (full seat map, empty ledgers) and a fresh decision log."""
+        self._rigs += 1
+        tag = f"{self.name[:2]}{self._rigs}"
+        folder = self.folder / tag
+        owners = [LOG, *PARTICIPANT_IDS]
+        if self._database_url is None:
+            folder.mkdir()
+            urls = {owner: f"sqlite:///{folder / f's{n}.db'}" for n, owner in enumerate(owners)}
+        else:
+            urls = {
+                owner: _schema_url(self._database_url, f"{tag}_s{n}")
+                for n, owner in enumerate(owners)
+            }
+        return Rig(folder, urls, tag, spans)
+
+    def bare_commit(self) -> BareCommit:
+        if self._database_url is None:
+            return SqliteCommit(self.folder / "floor.db")
+        return PostgresCommit(self._database_url)
+
+
+def _plain(url: str | URL) -> str:
+    """The libpq form of a SQLAlchemy URL (psycopg takes no ``+psycopg``), password kept."""
+    return make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
+
+
+def _schema_url(database_url: str, schema: str) -> str:
+    with psycopg.connect(_plain(database_url), autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+    url = make_url(database_url).update_query_dict({"options": f"-csearch_path={schema}"})
+    return url.render_as_string(hide_password=False)
+
+
+def create_database(admin_url: str) -> tuple[str | None, str]:
+    """Create a database for this run on the server ``admin_url`` names.
+
+    Returns:
+        The new database's URL, or ``None`` when no server answers; and a line
+        saying which server and database, or why there is none.
+    """
+    admin = make_url(admin_url).set(drivername="postgresql+psycopg")
+    name = f"hatp_bench_{os.getpid()}_{secrets.token_hex(3)}"
+    shown = admin.render_as_string(hide_password=True)
+    try:
+        with psycopg.connect(_plain(admin), autocommit=True, connect_timeout=5) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+            version = str(conn.execute("SHOW server_version").fetchone()[0])  # type: ignore[index]
+    except psycopg.Error as error:
+        detail = " ".join(str(error).split()) or type(error).__name__
+        return None, f"PostgreSQL not reachable at {shown} ({detail}); use --postgres URL"
+    url = admin.set(database=name).render_as_string(hide_password=False)
+    return url, f"PostgreSQL {version} at {shown}, database {name} (dropped at the end)"
+
+
+def drop_database(admin_url: str, url: str) -> None:
+    """Drop the database :func:`create_database` made, closing any session left in it."""
+    with psycopg.connect(_plain(admin_url), autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{make_url(url).database}" WITH (FORCE)')

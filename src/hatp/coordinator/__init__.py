@@ -1,0 +1,27 @@
+"""The coordinator: runs a plan as one all-or-nothing transaction (two-phase commit).
+
+It prepares every branch on its participant and asks the approval groups
+through a :class:`Gateway`, logs the decision durably, commits in tier order
+(compensate steps, the one final step, the holds) or aborts, and writes a
+signed, hash-chained Transaction Record of all of it. A new coordinator
+finishes what a crashed one left open (:meth:`Coordinator.recover`).
+"""
+
+from hatp.coordinator._coordinator import Coordinator, Outcome
+from hatp.coordinator._gateway import (
+    ApprovalRequest,
+    Gateway,
+    ScriptedAnswer,
+    ScriptedGateway,
+    sign_approval,
+)
+
+__all__ = [
+    "ApprovalRequest",
+    "Coordinator",
+    "Gateway",
+    "Outcome",
+    "ScriptedAnswer",
+    "ScriptedGateway",
+    "sign_approval",
+]

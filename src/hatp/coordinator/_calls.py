@@ -1,0 +1,50 @@
+"""Calling a participant: a bounded wait, and telling "no" apart from "no answer".
+
+A refusal (a typed :class:`~hatp.errors.HatpError`) is a definite answer. A
+timeout, a lost connection or a crash inside the participant is not: the
+request may or may not have taken effect, so phase-2 calls are retried with
+the same idempotency key (txnId + branchId), which doubles as a status query.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from hatp.errors import HatpError, ParticipantUnavailable, StaleFence
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What one call came back with: a receipt, a refusal, or nothing definite."""
+
+    receipt: dict[str, Any] | None = None
+    refusal: HatpError | None = None
+    silence: str | None = None
+
+
+async def call_once(call: Callable[[], Awaitable[dict[str, Any]]], timeout: float) -> Answer:
+    """Make one call, waiting at most ``timeout`` seconds.
+
+    Raises:
+        StaleFence: the participant has seen a newer owner; the caller must stop.
+    """
+    try:
+        return Answer(receipt=await asyncio.wait_for(call(), timeout))
+    except StaleFence:
+        raise
+    except ParticipantUnavailable as exc:
+        return Answer(silence=exc.message)
+    except HatpError as exc:
+        return Answer(refusal=exc)
+    except TimeoutError:
+        return Answer(silence=f"no answer within {timeout:g} s")
+    except Exception as exc:  # a participant's own bug is not an answer either
+        return Answer(silence=f"{type(exc).__name__}: {exc}")
+
+
+def backoff(attempt: int, base: float, cap: float = 2.0) -> float:
+    """Seconds to wait before retry ``attempt`` (1, 2, …): doubling from ``base`` up to ``cap``."""
+    return min(cap, base * 2 ** (attempt - 1)) if base > 0 else 0.0

@@ -1,0 +1,395 @@
+"""The two-phase-commit coordinator.
+
+Phase 1 prepares every branch and asks every approval group at once; any no,
+rejection, problem or a missed ``decideBy`` decides abort. The decision, with
+every vote and approval it rests on, is durable in the decision log before
+phase 2 starts. Phase 2 commits the compensate steps, then the one final
+step, then the holds. A refused compensate or final commit unwinds: undo what
+ran, release the rest, ABORTED. No answer from a commit is not a failure:
+the transaction is IN_DOUBT and the idempotent commit is retried.
+
+Ownership of a transaction is a lease in the log with a fencing token; every
+log write and every participant request carries the token, so a paused old
+owner cannot act once another has taken over. After a crash, :meth:`recover`
+finishes every open transaction from the log: presumed abort if nothing was
+decided, otherwise phase 2 with the logged decision, continuing the same chain.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import socket
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from hatp import _checks
+from hatp._faults import fault_point
+from hatp.clock import Clock, parse_time
+from hatp.coordinator._gateway import ApprovalRequest, Gateway
+from hatp.coordinator._phase2 import Phase2
+from hatp.coordinator._txn import TxnRun
+from hatp.coordinator._vetting import vet_approval, vet_prepare
+from hatp.errors import PlanInvalid, StaleFence
+from hatp.evidence import Keyring, RecordWriter, SigningKey, digest
+from hatp.model import (
+    ApprovalGroup,
+    Branch,
+    Decision,
+    Plan,
+    Tier,
+    TxnEvent,
+    TxnState,
+    parse_plan,
+)
+from hatp.participant import Participant
+from hatp.store import DecisionLog
+
+__all__ = ["Coordinator", "Outcome"]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """Where a transaction ended up when :meth:`Coordinator.run` or a recovery returned.
+
+    ``state`` is final (committed, aborted) unless the run stopped early:
+    ``in-doubt`` (the final step still has not answered; the log keeps it open
+    for a later :meth:`Coordinator.recover`) or ``fenced`` set (another
+    coordinator took the transaction over). ``record`` is the record so far;
+    when fenced, the log's record, which the new owner writes.
+    """
+
+    txn_id: str
+    state: TxnState
+    reason: str
+    record: dict[str, Any]
+    fenced: bool = False
+
+    @property
+    def head(self) -> str | None:
+        """The digest naming the record."""
+        head = self.record.get("head")
+        return head if isinstance(head, str) else None
+
+
+class Coordinator:
+    """Drives transactions: begin, prepare and ask, decide, commit or abort, recover.
+
+    Args:
+        coordinator_id: this coordinator's id; its key's issuer in the keyring.
+        key: signs every record event.
+        log: the durable decision log (the store layer).
+        participants: every participant a plan may name, by id.
+        gateway: where approvals are asked for.
+        keyring: verifies receipts (issuer = participant id) and approvals
+            (issuer = gateway id).
+        clock: the one clock for deadlines, leases and record times.
+        owner: this process's name in the log's leases (default: unique per process).
+        lease_seconds: how long an ownership lease lasts without renewal.
+        call_timeout: seconds to wait for one participant call.
+        retry_delay: first wait before retrying a call that got no answer (doubling).
+        max_attempts: attempts per phase-2 call before leaving the transaction open.
+    """
+
+    def __init__(
+        self,
+        *,
+        coordinator_id: str,
+        key: SigningKey,
+        log: DecisionLog,
+        participants: Mapping[str, Participant],
+        gateway: Gateway,
+        keyring: Keyring,
+        clock: Clock,
+        owner: str | None = None,
+        lease_seconds: float = 30.0,
+        call_timeout: float = 10.0,
+        retry_delay: float = 0.05,
+        max_attempts: int = 20,
+    ) -> None:
+        self.coordinator_id = coordinator_id
+        self.owner = owner or f"{socket.gethostname()}/{os.getpid()}/{uuid.uuid4().hex[:8]}"
+        self._key = key
+        self._log = log
+        self._participants = dict(participants)
+        self._gateway = gateway
+        self._keyring = keyring
+        self._clock = clock
+        self._lease = lease_seconds
+        self._timeout = call_timeout
+        self._phase2 = Phase2(
+            key=key,
+            log=log,
+            participants=self._participants,
+            keyring=keyring,
+            clock=clock,
+            call_timeout=call_timeout,
+            retry_delay=retry_delay,
+            max_attempts=max_attempts,
+        )
+
+    async def run(self, plan: Plan | Mapping[str, Any]) -> Outcome:
+        """Begin a transaction for ``plan`` and drive it to its end.
+
+        Raises:
+            PlanInvalid: the plan breaks a rule, or names a participant this
+                coordinator cannot reach (``UNKNOWN_PARTICIPANT``); nothing was logged.
+            VersionUnsupported: the plan names an unknown protocol version.
+            OutcomeConflict: a transaction with this id is already in the log.
+        """
+        parsed = parse_plan(plan)
+        self._check_reachable(parsed)
+        plan_digest = digest(parsed.to_wire())
+        writer = RecordWriter(parsed.txn_id, self._clock)
+        writer.append(
+            TxnEvent.PLANNED.value,
+            {
+                "planDigest": plan_digest,
+                "plan": parsed.to_wire(),
+                "coordinator": self.coordinator_id,
+                "fence": 1,
+            },
+            self._key,
+        )
+        fence = self._log.create(
+            parsed.txn_id,
+            parsed.to_wire(),
+            plan_digest,
+            self.owner,
+            self._clock.now(),
+            self._lease,
+            writer.events(),
+        )
+        fault_point("log.planned")
+        run = TxnRun(parsed, plan_digest, fence, writer, persisted=1)
+        return await self._drive(run)
+
+    async def recover(self) -> list[Outcome]:
+        """Take over and finish every open transaction whose owner's lease has ended."""
+        outcomes = []
+        for txn_id in self._log.claimable(self._clock.now()):
+            outcome = await self.resume(txn_id)
+            if outcome is not None:
+                outcomes.append(outcome)
+        return outcomes
+
+    async def resume(self, txn_id: str) -> Outcome | None:
+        """Take over one open transaction and finish it; ``None`` if another owner holds it.
+
+        Raises:
+            TransactionUnknown: no such transaction in the log.
+        """
+        fence = self._log.acquire(txn_id, self.owner, self._clock.now(), self._lease)
+        if fence is None:
+            return None
+        row = self._log.get(txn_id)
+        events = self._log.events(txn_id)
+        writer = RecordWriter.resume({"recordId": txn_id, "events": events}, self._clock)
+        run = TxnRun(parse_plan(row.plan), row.plan_digest, fence, writer, len(events), row.state)
+        run.restore(events)
+        if row.state.finished:
+            self._log.release(txn_id, self.owner, fence)
+            return Outcome(txn_id, row.state, run.reason, self._log.record(txn_id))
+        run.note(self._key, TxnEvent.TAKEN_OVER, owner=self.owner, fence=fence)
+        if row.state is TxnState.ACTIVE:
+            # Presumed abort: nothing was decided, so nothing may be committed.
+            run.reason = "presumed abort: the previous owner stopped before deciding"
+            run.note(self._key, TxnEvent.DECIDED, decision=Decision.ABORT.value, reason=run.reason)
+            try:
+                run.flush(self._log, state=TxnState.ABORTING, decision=Decision.ABORT)
+            except StaleFence as exc:
+                return self._fenced(run, exc)
+        return await self._drive(run)
+
+    def record(self, txn_id: str) -> dict[str, Any]:
+        """Return the transaction's record as logged so far.
+
+        Raises:
+            TransactionUnknown: no such transaction in the log.
+        """
+        return self._log.record(txn_id)
+
+    def _check_reachable(self, plan: Plan) -> None:
+        for index, branch in enumerate(plan.branches):
+            if branch.participant not in self._participants:
+                raise PlanInvalid(
+                    "UNKNOWN_PARTICIPANT",
+                    f"branch {branch.branch_id!r} names participant {branch.participant!r}, "
+                    "which this coordinator cannot reach; known: "
+                    + ", ".join(sorted(self._participants)),
+                    where=f"/branches/{index}/participant",
+                )
+
+    async def _drive(self, run: TxnRun) -> Outcome:
+        keeper = asyncio.create_task(self._keep_lease(run))
+        try:
+            if run.state is TxnState.ACTIVE:
+                await self._decide(run)
+            await self._phase2.finish(run)
+        except StaleFence as exc:
+            return self._fenced(run, exc)
+        finally:
+            keeper.cancel()
+        # Finished, or stopped with a participant still silent: either way another
+        # coordinator may take the transaction up at once.
+        self._release(run)
+        return Outcome(run.txn_id, run.state, run.reason, run.writer.to_json())
+
+    def _fenced(self, run: TxnRun, exc: StaleFence) -> Outcome:
+        """Another owner took over: report the log's record, which it now writes."""
+        return Outcome(
+            run.txn_id,
+            run.state,
+            f"fenced off: {exc.message}",
+            self._log.record(run.txn_id),
+            fenced=True,
+        )
+
+    async def _keep_lease(self, run: TxnRun) -> None:
+        while True:
+            await self._clock.sleep_until(self._clock.now() + timedelta(seconds=self._lease / 3))
+            try:
+                self._log.renew(run.txn_id, self.owner, run.fence, self._clock.now(), self._lease)
+            except StaleFence:
+                return
+
+    def _release(self, run: TxnRun) -> None:
+        with contextlib.suppress(StaleFence):  # someone else owns it now; nothing to release
+            self._log.release(run.txn_id, self.owner, run.fence)
+
+    async def _decide(self, run: TxnRun) -> None:
+        """Phase 1, then the durable decision."""
+        problem = await self._phase1(run)
+        problem = problem or self._lapsed_hold(run)
+        decision = Decision.ABORT if problem else Decision.COMMIT
+        run.reason = problem or "every branch voted yes and every approval group approved"
+        run.note(self._key, TxnEvent.DECIDED, decision=decision.value, reason=run.reason)
+        state = TxnState.ABORTING if problem else TxnState.COMMITTING
+        run.flush(self._log, state=state, decision=decision)
+        fault_point("log.decided")
+
+    async def _phase1(self, run: TxnRun) -> str | None:
+        """Prepare every branch and ask every group at once; return the first problem."""
+        decide_by = parse_time(run.plan.deadlines.decide_by)
+        jobs: dict[asyncio.Task[str | None], tuple[TxnEvent, str]] = {}
+        for branch in run.plan.branches:
+            jobs[asyncio.create_task(self._prepare(run, branch))] = (
+                TxnEvent.PREPARED,
+                branch.branch_id,
+            )
+        for group in run.plan.approvals:
+            jobs[asyncio.create_task(self._ask(run, group, decide_by))] = (
+                TxnEvent.APPROVAL,
+                group.group_id,
+            )
+        deadline: asyncio.Task[Any] = asyncio.create_task(self._clock.sleep_until(decide_by))
+        pending: set[asyncio.Task[Any]] = set(jobs)
+        problem: str | None = None
+        try:
+            while pending and problem is None:
+                done, _ = await asyncio.wait(
+                    pending | {deadline}, return_when=asyncio.FIRST_COMPLETED
+                )
+                pending -= done
+                problem = next((t.result() for t in done if t in jobs and t.result()), None)
+                if deadline in done and problem is None:
+                    if _checks.is_on("COORD-DEADLINE"):
+                        problem = f"the deadline decideBy {run.plan.deadlines.decide_by} passed"
+                    else:  # the naive coordinator: keep waiting, however long it takes
+                        deadline = asyncio.create_task(asyncio.Event().wait())
+        finally:
+            deadline.cancel()
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*pending, deadline, return_exceptions=True)
+        for task in pending:
+            event, name = jobs[task]
+            self._note_unanswered(run, event, name, problem or "")
+        return problem
+
+    def _note_unanswered(self, run: TxnRun, event: TxnEvent, name: str, why: str) -> None:
+        problem = f"no answer before the decision ({why})"
+        if event is TxnEvent.PREPARED:
+            run.note(self._key, event, branchId=name, receipt=None, problem=problem)
+        else:
+            run.note(self._key, event, groupId=name, approval=None, problem=problem)
+
+    async def _prepare(self, run: TxnRun, branch: Branch) -> str | None:
+        participant = self._participants[branch.participant]
+        try:
+            receipt = await asyncio.wait_for(
+                participant.prepare(run.plan, branch.branch_id, run.fence), self._timeout
+            )
+        except StaleFence:
+            raise
+        except Exception as exc:  # any failure to vote yes is a no; fail closed
+            failure = _describe(exc, self._timeout)
+            run.note(self._key, TxnEvent.PREPARED, branchId=branch.branch_id, receipt=None,
+                     problem=failure)  # fmt: skip
+            return f"{branch.branch_id}: {failure}"
+        parsed, problem = vet_prepare(
+            receipt,
+            self._keyring,
+            txn_id=run.txn_id,
+            branch=branch,
+            plan_digest=run.digest,
+            fence=run.fence,
+        )
+        run.note(
+            self._key,
+            TxnEvent.PREPARED,
+            branchId=branch.branch_id,
+            receipt=receipt,
+            problem=problem,
+        )
+        if problem is None and parsed is not None:
+            run.prepares[branch.branch_id] = parsed
+            return None
+        return f"{branch.branch_id}: {problem}"
+
+    async def _ask(self, run: TxnRun, group: ApprovalGroup, decide_by: Any) -> str | None:
+        request = ApprovalRequest(run.txn_id, run.plan, run.digest, group, decide_by)
+        try:
+            approval = await self._gateway.ask(request)
+        except Exception as exc:  # a gateway that cannot answer has not approved
+            failure = _describe(exc, None)
+            run.note(self._key, TxnEvent.APPROVAL, groupId=group.group_id, approval=None,
+                     problem=failure)  # fmt: skip
+            return f"approval {group.group_id}: {failure}"
+        _, problem = vet_approval(
+            approval,
+            self._keyring,
+            gateway_id=self._gateway.gateway_id,
+            txn_id=run.txn_id,
+            group_id=group.group_id,
+            plan_digest=run.digest,
+            decide_by=decide_by,
+        )
+        run.note(
+            self._key, TxnEvent.APPROVAL, groupId=group.group_id, approval=approval, problem=problem
+        )
+        return None if problem is None else f"approval {group.group_id}: {problem}"
+
+    def _lapsed_hold(self, run: TxnRun) -> str | None:
+        """A hold whose lease has already ended cannot be committed: decide abort instead."""
+        now = self._clock.now()
+        for branch in run.plan.branches:
+            receipt = run.prepares.get(branch.branch_id)
+            if branch.tier is not Tier.HOLD or receipt is None:
+                continue
+            lease = receipt.lease_expires_at
+            if (lease is None or parse_time(lease) <= now) and _checks.is_on("COORD-LEASE"):
+                return f"{branch.branch_id}: the hold's lease ended at {lease} before the decision"
+        return None
+
+
+def _describe(exc: BaseException, timeout: float | None) -> str:
+    if isinstance(exc, TimeoutError):
+        return f"no answer within {timeout:g} s"
+    code = getattr(exc, "code", type(exc).__name__)
+    message = getattr(exc, "message", str(exc))
+    return f"{code}: {message}"

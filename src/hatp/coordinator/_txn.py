@@ -1,0 +1,85 @@
+"""One transaction as the coordinator drives it: its plan, fence, record and receipts.
+
+Events are appended to the record in memory as things happen and made
+durable with :meth:`TxnRun.flush` exactly where the protocol needs them
+durable: the plan before any prepare, the decision (with every vote and
+approval it rests on) before phase 2, an in-doubt or unwinding state before
+acting on it, and the outcome. Phase-2 receipts need not be durable one by
+one: after a crash the idempotent commit is sent again and returns the same
+receipt.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from hatp.evidence import RecordWriter, SigningKey
+from hatp.model import (
+    Decision,
+    OutcomeReceipt,
+    Plan,
+    PrepareReceipt,
+    TxnEvent,
+    TxnState,
+    Vote,
+)
+from hatp.store import DecisionLog
+
+
+@dataclass
+class TxnRun:
+    """The coordinator's working state for one transaction it owns under ``fence``."""
+
+    plan: Plan
+    digest: str
+    fence: int
+    writer: RecordWriter
+    persisted: int
+    state: TxnState = TxnState.ACTIVE
+    prepares: dict[str, PrepareReceipt] = field(default_factory=dict)
+    commits: dict[str, OutcomeReceipt] = field(default_factory=dict)
+    undone: set[str] = field(default_factory=set)
+    reason: str = ""
+
+    @property
+    def txn_id(self) -> str:
+        return self.plan.txn_id
+
+    def note(self, key: SigningKey, event: TxnEvent, **body: Any) -> None:
+        """Append one signed event (not yet durable) carrying the plan digest."""
+        self.writer.append(event.value, {"planDigest": self.digest, **body}, key)
+
+    def flush(
+        self,
+        log: DecisionLog,
+        *,
+        state: TxnState | None = None,
+        decision: Decision | None = None,
+    ) -> None:
+        """Make every event so far durable, with the new state, in one log write.
+
+        Raises:
+            StaleFence: another coordinator owns the transaction now.
+        """
+        new = self.writer.events_since(self.persisted)
+        log.append(self.txn_id, self.fence, new, state=state, decision=decision)
+        self.persisted += len(new)
+        if state is not None:
+            self.state = state
+
+    def restore(self, events: list[dict[str, Any]]) -> None:
+        """Rebuild votes, commits and undos from a logged record (after a takeover)."""
+        for event in events:
+            kind, body = event["type"], event["body"]
+            if kind == TxnEvent.PREPARED and body.get("problem") is None and body.get("receipt"):
+                receipt = PrepareReceipt.model_validate(body["receipt"])
+                if receipt.vote is Vote.YES:
+                    self.prepares[receipt.branch_id] = receipt
+            elif kind == TxnEvent.COMMITTED:
+                committed = OutcomeReceipt.model_validate(body["receipt"])
+                self.commits[committed.branch_id] = committed
+            elif kind == TxnEvent.COMPENSATED:
+                self.undone.add(str(body["branchId"]))
+            elif kind == TxnEvent.DECIDED:
+                self.reason = str(body.get("reason", ""))

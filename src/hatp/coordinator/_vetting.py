@@ -1,0 +1,138 @@
+"""What the coordinator checks in every receipt and approval before it counts.
+
+Fail closed: anything that does not verify, names another plan, branch or
+party, or has the wrong shape is a problem, and a problem counts as a no.
+Each function returns ``None`` when the object counts, or the problem as text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from pydantic import ValidationError
+
+from hatp import _checks
+from hatp.clock import parse_time
+from hatp.errors import HatpError
+from hatp.evidence import Keyring, verify
+from hatp.model import (
+    Approval,
+    ApprovalDecision,
+    Branch,
+    BranchState,
+    OutcomeReceipt,
+    PrepareReceipt,
+    Vote,
+)
+
+
+def _signed_by(obj: Mapping[str, Any], keyring: Keyring, party: str) -> str | None:
+    try:
+        verified = verify(obj, keyring)
+    except HatpError as exc:
+        return f"signature: {exc.data.get('reason', exc.code)}: {exc.message}"
+    if verified.issuer != party and _checks.is_on("COORD-SIGNER"):
+        return f"signed by {verified.issuer}, not by {party}"
+    return None
+
+
+def vet_prepare(
+    receipt: Mapping[str, Any],
+    keyring: Keyring,
+    *,
+    txn_id: str,
+    branch: Branch,
+    plan_digest: str,
+    fence: int,
+) -> tuple[PrepareReceipt | None, str | None]:
+    """Check a prepare receipt; return it parsed, and the problem if it is not a yes."""
+    try:
+        parsed = PrepareReceipt.model_validate(receipt)
+    except ValidationError as exc:
+        return None, f"malformed prepare receipt: {exc.errors()[0]['msg']}"
+    problem = _signed_by(receipt, keyring, branch.participant) or _same_branch(
+        parsed, txn_id, branch, plan_digest
+    )
+    if problem is None and parsed.fence != fence:
+        problem = f"receipt is for fence {parsed.fence}, not {fence}"
+    if problem is None and parsed.tier is not branch.tier:
+        problem = f"participant prepared tier {parsed.tier}, the plan says {branch.tier}"
+    if problem is None and parsed.vote is not Vote.YES:
+        problem = f"voted no: {parsed.reason or 'no reason given'}"
+    return parsed, problem
+
+
+def vet_outcome(
+    receipt: Mapping[str, Any],
+    keyring: Keyring,
+    *,
+    txn_id: str,
+    branch: Branch,
+    plan_digest: str,
+    expected: BranchState,
+) -> tuple[OutcomeReceipt | None, str | None]:
+    """Check a phase-2 receipt; return it parsed, and the problem if it is not ``expected``."""
+    try:
+        parsed = OutcomeReceipt.model_validate(receipt)
+    except ValidationError as exc:
+        return None, f"malformed receipt: {exc.errors()[0]['msg']}"
+    problem = _signed_by(receipt, keyring, branch.participant)
+    # An abort before any prepare names no plan; everything else must name ours.
+    digest_seen = plan_digest if parsed.plan_digest is None else None
+    if problem is None:
+        problem = _same_branch(parsed, txn_id, branch, plan_digest, digest_seen)
+    if problem is None and parsed.outcome is not expected:
+        problem = f"the participant reports {parsed.outcome}, not {expected}"
+    return parsed, problem
+
+
+def _same_branch(
+    parsed: PrepareReceipt | OutcomeReceipt,
+    txn_id: str,
+    branch: Branch,
+    plan_digest: str,
+    digest_seen: str | None = None,
+) -> str | None:
+    seen = digest_seen or parsed.plan_digest
+    if seen != plan_digest and _checks.is_on("COORD-DIGEST"):
+        return f"receipt is for plan {parsed.plan_digest}, not {plan_digest}"
+    if (parsed.txn_id, parsed.branch_id) != (txn_id, branch.branch_id):
+        return f"receipt is for {parsed.txn_id}/{parsed.branch_id}"
+    if parsed.participant != branch.participant:
+        return f"receipt names participant {parsed.participant}"
+    return None
+
+
+def vet_approval(
+    approval: Mapping[str, Any],
+    keyring: Keyring,
+    *,
+    gateway_id: str,
+    txn_id: str,
+    group_id: str,
+    plan_digest: str,
+    decide_by: datetime,
+) -> tuple[Approval | None, str | None]:
+    """Check an approval; return it parsed, and the problem if it does not approve in time."""
+    try:
+        parsed = Approval.model_validate(approval)
+    except ValidationError as exc:
+        return None, f"malformed approval: {exc.errors()[0]['msg']}"
+    problem = _signed_by(approval, keyring, gateway_id)
+    if problem is None and parsed.gateway != gateway_id:
+        problem = f"approval names gateway {parsed.gateway}, not {gateway_id}"
+    if problem is None and parsed.plan_digest != plan_digest and _checks.is_on("COORD-DIGEST"):
+        problem = f"approval is for plan {parsed.plan_digest}, not {plan_digest}"
+    if problem is None and (parsed.txn_id, parsed.group_id) != (txn_id, group_id):
+        problem = f"approval is for {parsed.txn_id}/{parsed.group_id}"
+    if (
+        problem is None
+        and parse_time(parsed.decided_at) > decide_by
+        and _checks.is_on("COORD-DEADLINE")
+    ):
+        problem = f"decided at {parsed.decided_at}, after the deadline"
+    if problem is None and parsed.decision is not ApprovalDecision.APPROVE:
+        problem = f"{parsed.approver} rejected the plan"
+    return parsed, problem

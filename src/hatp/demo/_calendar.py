@@ -1,0 +1,189 @@
+"""The calendar: ``add_event`` adds an event, undone by deleting it (tier compensate).
+
+Each owner's calendar has a version, bumped by every change. Prepare is a dry
+run that reports the version it saw; commit is refused (by the participant
+SDK) if the calendar changed since.
+"""
+
+from __future__ import annotations
+
+import functools
+import secrets
+from datetime import datetime
+
+from sqlalchemy import (
+    Column,
+    Connection,
+    Insert,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    and_,
+    bindparam,
+    delete,
+    insert,
+    select,
+)
+from sqlalchemy.dialects import postgresql, sqlite
+
+from hatp.demo._ledger import Seed, Service, kinds, ledger_table, log, text_arg, write_line
+from hatp.model import Preconditions, Tier
+from hatp.participant import Committed, Operation, Prepared, Work
+
+PARTICIPANT = "mcp://calendar.example"
+
+metadata = MetaData()
+calendars = Table(
+    "calendar_calendars",
+    metadata,
+    Column("owner", String(512), primary_key=True),
+    Column("version", Integer, nullable=False),
+)
+events = Table(
+    "calendar_events",
+    metadata,
+    Column("event_id", String(64), primary_key=True),
+    Column("owner", String(512), nullable=False, index=True),
+    Column("txn_id", String(128), nullable=True, index=True),  # None: added by the owner
+    Column("branch_id", String(64), nullable=True),
+    Column("title", String(512), nullable=False),
+    Column("starts", String(32), nullable=False),
+    Column("ends", String(32), nullable=False),
+)
+ledger = ledger_table(metadata, "calendar")
+
+
+# Statements built once and run with parameters (SQLAlchemy's compiled cache
+# serves every call). ``k_*`` parameters are the WHERE clause's.
+_INSERT_EVENT = insert(events)
+_MINE = and_(
+    events.c.txn_id == bindparam("k_txn_id"), events.c.branch_id == bindparam("k_branch_id")
+)
+_DELETE_MINE = delete(events).where(_MINE)
+_VERSION = (
+    select(calendars.c.version).where(calendars.c.owner == bindparam("owner")).with_for_update()
+)
+
+
+@functools.cache
+def _bump_statement(dialect: str) -> Insert:
+    # Create the calendar at version 1 if it is new, else count the change in
+    # SQL (never by read-modify-write); racing creators both succeed.
+    insert_on = postgresql.insert if dialect == "postgresql" else sqlite.insert
+    stmt = insert_on(calendars).values(version=1)
+    return stmt.on_conflict_do_update(
+        index_elements=[calendars.c.owner], set_={"version": calendars.c.version + 1}
+    ).returning(calendars.c.version)
+
+
+class AddEvent(Operation):
+    """Add ``args.title`` from ``args.start`` to ``args.end`` to ``args.owner``'s calendar."""
+
+    name = "add_event"
+    tier = Tier.COMPENSATE
+
+    def prepare(self, work: Work) -> Prepared:
+        _event_args(work)
+        return Prepared(preconditions=self.preconditions(work))
+
+    def preconditions(self, work: Work) -> Preconditions:
+        owner = text_arg(work, "owner")
+        return Preconditions(
+            versions={f"calendar:{owner}": str(version(work.conn, owner))},
+            scope=f"calendar.write:{owner}",
+        )
+
+    def commit(self, work: Work) -> Committed:
+        owner, title, starts, ends = _event_args(work)
+        event_id = f"evt-{secrets.token_hex(8)}"
+        work.conn.execute(
+            _INSERT_EVENT,
+            {
+                "event_id": event_id,
+                "owner": owner,
+                "txn_id": work.txn_id,
+                "branch_id": work.branch.branch_id,
+                "title": title,
+                "starts": starts,
+                "ends": ends,
+            },
+        )
+        now_at = _bump(work.conn, owner)
+        log(work, ledger, "added", f"{title!r} {starts} to {ends} on {owner} (version {now_at})")
+        return Committed(
+            effect={"eventId": event_id, "calendar": owner, "title": title, "version": now_at},
+            undo_token=event_id,
+        )
+
+    def abort(self, work: Work) -> None:
+        """Nothing to do: the dry run placed nothing."""
+
+    def compensate(self, work: Work, undo_token: str) -> None:
+        owner = text_arg(work, "owner")
+        mine = {"k_txn_id": work.txn_id, "k_branch_id": work.branch.branch_id}
+        gone = work.conn.execute(_DELETE_MINE, mine).rowcount
+        if gone:
+            now_at = _bump(work.conn, owner)
+            log(work, ledger, "removed", f"event {undo_token} on {owner} (version {now_at})")
+
+
+def _event_args(work: Work) -> tuple[str, str, str, str]:
+    owner, title = text_arg(work, "owner"), text_arg(work, "title")
+    return owner, title, text_arg(work, "start"), text_arg(work, "end")
+
+
+def version(conn: Connection, owner: str) -> int:
+    """Return the version of ``owner``'s calendar (0 for a calendar never written).
+
+    The row is locked (PostgreSQL) until the caller's transaction ends, so
+    the version a commit checks is the version it writes over.
+    """
+    found = conn.execute(_VERSION, {"owner": owner}).scalar_one_or_none()
+    return 0 if found is None else int(found)
+
+
+def _bump(conn: Connection, owner: str) -> int:
+    return int(conn.execute(_bump_statement(conn.dialect.name), {"owner": owner}).scalar_one())
+
+
+def edit(conn: Connection, owner: str, title: str, starts: str, ends: str, now: datetime) -> int:
+    """Add an event as the owner would, outside any transaction; return the new version."""
+    event_id = f"evt-{secrets.token_hex(8)}"
+    conn.execute(
+        insert(events).values(event_id=event_id, owner=owner, title=title, starts=starts, ends=ends)
+    )
+    now_at = _bump(conn, owner)
+    write_line(
+        conn,
+        ledger,
+        PARTICIPANT,
+        None,
+        None,
+        "edited",
+        f"{owner} added {title!r} (version {now_at})",
+        now,
+    )
+    return now_at
+
+
+def seed(conn: Connection, stock: Seed) -> None:
+    """Nothing to stock: a calendar exists (at version 0) until first written."""
+
+
+def effect(conn: Connection, txn_id: str) -> str:
+    """Judge what ``txn_id`` left on the calendars: ``whole``, ``none`` or ``broken: <why>``."""
+    seen = kinds(conn, ledger, txn_id)
+    present = len(conn.execute(select(events.c.event_id).where(events.c.txn_id == txn_id)).all())
+    added, removed = seen["added"], seen["removed"]
+    if added > 1:
+        return f"broken: event added {added} times"
+    if removed > added:
+        return f"broken: removed {removed} times, added {added}"
+    expected = added - removed
+    if present != expected:
+        return f"broken: the ledger leaves {expected} event(s) but the calendar shows {present}"
+    return "whole" if expected == 1 else "none"
+
+
+SERVICE = Service(PARTICIPANT, "calendar", metadata, ledger, AddEvent, seed, effect)

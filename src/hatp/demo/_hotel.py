@@ -1,0 +1,207 @@
+"""The hotel: ``hold_room`` holds a room for some nights, then books or releases it (tier hold)."""
+
+from __future__ import annotations
+
+from datetime import date, timedelta
+from decimal import Decimal
+
+from sqlalchemy import (
+    Column,
+    Connection,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    and_,
+    bindparam,
+    func,
+    insert,
+    select,
+    update,
+)
+
+from hatp.demo._ledger import Seed, Service, kinds, ledger_table, log, money, text_arg
+from hatp.errors import OutcomeConflict
+from hatp.model import Amount, Tier
+from hatp.participant import Committed, Operation, Prepared, Refuse, Work
+
+PARTICIPANT = "mcp://hotel.example"
+HOTEL = "midtown-lodge"
+RATE = ("155.00", "USD")
+#: Nights on sale: this many, from OPENS.
+OPENS, SEASON_NIGHTS = date(2026, 12, 1), 120
+MAX_NIGHTS = 30
+
+metadata = MetaData()
+rates = Table(
+    "hotel_rates",
+    metadata,
+    Column("hotel", String(64), primary_key=True),
+    Column("rate", String(32), nullable=False),
+    Column("currency", String(3), nullable=False),
+)
+rooms = Table(
+    "hotel_rooms",
+    metadata,
+    Column("hotel", String(64), primary_key=True),
+    Column("night", String(10), primary_key=True),  # YYYY-MM-DD
+    Column("free", Integer, nullable=False),
+)
+reservations = Table(
+    "hotel_reservations",
+    metadata,
+    Column("reservation", Integer, primary_key=True, autoincrement=True),
+    Column("txn_id", String(128), nullable=False, index=True),
+    Column("branch_id", String(64), nullable=False),
+    Column("hotel", String(64), nullable=False),
+    Column("check_in", String(10), nullable=False),
+    Column("nights", Integer, nullable=False),
+    Column("status", String(16), nullable=False),  # held | booked | released
+)
+ledger = ledger_table(metadata, "hotel")
+
+
+# Statements built once and run with parameters (SQLAlchemy's compiled cache
+# serves every call). ``k_*`` parameters are the WHERE clause's; an INSERT or
+# UPDATE also writes the columns its other parameters name.
+_RATE = select(rates).where(rates.c.hotel == bindparam("hotel"))
+_NIGHTS = and_(
+    rooms.c.hotel == bindparam("k_hotel"), rooms.c.night.in_(bindparam("k_nights", expanding=True))
+)
+_STOCK = select(rooms.c.night, rooms.c.free).where(_NIGHTS)
+# Decrement only nights still free, in the UPDATE itself, so a racing
+# transaction that took the last room shows up as a short count.
+_TAKE = update(rooms).where(_NIGHTS, rooms.c.free >= 1).values(free=rooms.c.free - 1)
+_GIVE_BACK = update(rooms).where(_NIGHTS).values(free=rooms.c.free + 1)
+_RESERVE = insert(reservations)
+# Only a live hold (status held) is this branch's to book or release.
+_MINE = and_(
+    reservations.c.txn_id == bindparam("k_txn_id"),
+    reservations.c.branch_id == bindparam("k_branch_id"),
+    reservations.c.status == "held",
+)
+_HELD = select(reservations).where(_MINE)
+_BOOK = (
+    update(reservations)
+    .where(_MINE)
+    .values(status="booked")
+    .returning(reservations.c.hotel, reservations.c.check_in, reservations.c.nights)
+)
+_RELEASE = update(reservations).where(_MINE).values(status="released")
+
+
+class HoldRoom(Operation):
+    """Hold a room at ``args.hotel`` for ``args.nights`` from ``args.checkIn``; commit books it."""
+
+    name = "hold_room"
+    tier = Tier.HOLD
+
+    def prepare(self, work: Work) -> Prepared:
+        hotel, check_in, nights = _args(work)
+        rate = work.conn.execute(_RATE, {"hotel": hotel}).one_or_none()
+        if rate is None:
+            raise Refuse("NO_SUCH_HOTEL", f"no hotel {hotel!r} here")
+        dates = [(check_in + timedelta(days=n)).isoformat() for n in range(nights)]
+        where = {"k_hotel": hotel, "k_nights": dates}
+        free = {row.night: row.free for row in work.conn.execute(_STOCK, where)}
+        full = [night for night in dates if free.get(night, 0) < 1]
+        if full:
+            raise Refuse("SOLD_OUT", f"{hotel} has no room free on {', '.join(full)}")
+        if work.conn.execute(_TAKE, where).rowcount != len(dates):
+            raise Refuse("SOLD_OUT", f"{hotel} sold its last room for these nights meanwhile")
+        work.conn.execute(
+            _RESERVE,
+            {
+                "txn_id": work.txn_id,
+                "branch_id": work.branch.branch_id,
+                "hotel": hotel,
+                "check_in": check_in.isoformat(),
+                "nights": nights,
+                "status": "held",
+            },
+        )
+        log(work, ledger, "held", f"1 room at {hotel}, {nights} nights from {check_in}")
+        cost = money(Decimal(rate.rate) * nights)
+        return Prepared(cost=Amount(value=cost, currency=rate.currency))
+
+    def commit(self, work: Work) -> Committed:
+        row = work.conn.execute(_BOOK, _mine(work)).one_or_none()
+        if row is None:
+            raise OutcomeConflict(
+                f"cannot book: no room is held for {work.txn_id}/{work.branch.branch_id}",
+                state=None,
+                requested="commit",
+            )
+        log(
+            work,
+            ledger,
+            "booked",
+            f"1 room at {row.hotel}, {row.nights} nights from {row.check_in}",
+        )
+        return Committed(effect={"hotel": row.hotel, "checkIn": row.check_in, "nights": row.nights})
+
+    def abort(self, work: Work) -> None:
+        # Tolerant: nothing held means nothing to release.
+        row = work.conn.execute(_HELD, _mine(work)).one_or_none()
+        if row is None:
+            return
+        start = date.fromisoformat(row.check_in)
+        dates = [(start + timedelta(days=n)).isoformat() for n in range(row.nights)]
+        work.conn.execute(_GIVE_BACK, {"k_hotel": row.hotel, "k_nights": dates})
+        work.conn.execute(_RELEASE, _mine(work))
+        log(work, ledger, "released", f"1 room at {row.hotel}, {row.nights} nights from {start}")
+
+
+def _mine(work: Work) -> dict[str, str]:
+    return {"k_txn_id": work.txn_id, "k_branch_id": work.branch.branch_id}
+
+
+def _args(work: Work) -> tuple[str, date, int]:
+    hotel, check_in = text_arg(work, "hotel"), text_arg(work, "checkIn")
+    nights = work.branch.args.get("nights")
+    if not isinstance(nights, int) or isinstance(nights, bool) or not 1 <= nights <= MAX_NIGHTS:
+        raise Refuse("BAD_ARGS", f"hold_room needs nights, a whole number from 1 to {MAX_NIGHTS}")
+    try:
+        start = date.fromisoformat(check_in)
+    except ValueError:
+        raise Refuse("BAD_ARGS", f"checkIn {check_in!r} is not a date like 2026-12-14") from None
+    if start.isoformat() != check_in:
+        raise Refuse("BAD_ARGS", f"checkIn {check_in!r} is not a date like 2026-12-14")
+    return hotel, start, nights
+
+
+def seed(conn: Connection, stock: Seed) -> None:
+    """Stock the hotel (once): ``stock.rooms`` rooms a night for the season."""
+    if conn.execute(select(func.count()).select_from(rates)).scalar_one():
+        return
+    conn.execute(insert(rates).values(hotel=HOTEL, rate=RATE[0], currency=RATE[1]))
+    conn.execute(
+        insert(rooms),
+        [
+            {"hotel": HOTEL, "night": (OPENS + timedelta(days=n)).isoformat(), "free": stock.rooms}
+            for n in range(SEASON_NIGHTS)
+        ],
+    )
+
+
+def effect(conn: Connection, txn_id: str) -> str:
+    """Judge what ``txn_id`` left at the hotel: ``whole``, ``none`` or ``broken: <why>``."""
+    seen = kinds(conn, ledger, txn_id)
+    rows = conn.execute(select(reservations).where(reservations.c.txn_id == txn_id)).all()
+    live = sorted(r.status for r in rows if r.status != "released")
+    if seen["booked"] > 1:
+        return f"broken: booked {seen['booked']} times"
+    if seen["booked"] == 1:
+        if seen["released"]:
+            return "broken: booked and also released"
+        if live != ["booked"]:
+            return f"broken: the ledger says booked but the reservations show {live or 'none'}"
+        return "whole"
+    if live:
+        return f"broken: reservation {', '.join(live)} with nothing booked in the ledger"
+    if seen["held"] != seen["released"]:
+        return f"broken: held {seen['held']} times, released {seen['released']}"
+    return "none"
+
+
+SERVICE = Service(PARTICIPANT, "hotel", metadata, ledger, HoldRoom, seed, effect)

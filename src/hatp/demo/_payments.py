@@ -1,0 +1,247 @@
+"""Payments: ``charge`` authorizes at prepare, captures at commit, voids at abort (tier final).
+
+Each card has a version, bumped when the card itself changes (its limit,
+say); authorizations only move its available credit. Prepare reports the
+version it saw, and commit is refused (by the participant SDK) if the card
+changed since.
+"""
+
+from __future__ import annotations
+
+import secrets
+from datetime import datetime
+from decimal import Decimal
+
+from pydantic import ValidationError
+from sqlalchemy import (
+    Column,
+    Connection,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    and_,
+    bindparam,
+    func,
+    insert,
+    select,
+    update,
+)
+
+from hatp.demo._ledger import Seed, Service, kinds, ledger_table, log, money, text_arg, write_line
+from hatp.errors import OutcomeConflict
+from hatp.model import Amount, Preconditions, Tier
+from hatp.participant import Committed, Operation, Prepared, Refuse, Work
+
+PARTICIPANT = "mcp://payments.example"
+#: The corporate card the trip is charged to, and a low-limit card that declines it.
+CARD, LOW_LIMIT_CARD = "corp-4242", "corp-0005"
+CARDS = {CARD: ("5000.00", "USD"), LOW_LIMIT_CARD: ("500.00", "USD")}
+
+metadata = MetaData()
+cards = Table(
+    "payments_cards",
+    metadata,
+    Column("card_id", String(64), primary_key=True),
+    Column("version", Integer, nullable=False),
+    Column("available", String(32), nullable=False),
+    Column("currency", String(3), nullable=False),
+)
+authorizations = Table(
+    "payments_authorizations",
+    metadata,
+    Column("auth_id", String(64), primary_key=True),
+    Column("txn_id", String(128), nullable=False, index=True),
+    Column("branch_id", String(64), nullable=False),
+    Column("card_id", String(64), nullable=False),
+    Column("amount", String(32), nullable=False),
+    Column("currency", String(3), nullable=False),
+    Column("payee", String(200), nullable=True),
+    Column("status", String(16), nullable=False),  # authorized | captured | voided
+)
+ledger = ledger_table(metadata, "payments")
+
+
+# Statements built once and run with parameters (SQLAlchemy's compiled cache
+# serves every call). ``k_*`` parameters are the WHERE clause's; an UPDATE
+# also sets the columns its other parameters name.
+# Locked (PostgreSQL) so that concurrent authorizations cannot both spend the
+# same available credit; SQLite's writes are serialized anyway.
+_CARD = select(cards).where(cards.c.card_id == bindparam("card_id")).with_for_update()
+_CARD_VERSION = (
+    select(cards.c.version).where(cards.c.card_id == bindparam("card_id")).with_for_update()
+)
+_AVAILABLE = (
+    select(cards.c.available).where(cards.c.card_id == bindparam("card_id")).with_for_update()
+)
+_SET_CARD = update(cards).where(cards.c.card_id == bindparam("k_card_id"))
+_AUTHORIZE = insert(authorizations)
+_OPEN = and_(
+    authorizations.c.txn_id == bindparam("k_txn_id"),
+    authorizations.c.branch_id == bindparam("k_branch_id"),
+    authorizations.c.status == "authorized",
+)
+_OPEN_AUTH = select(authorizations).where(_OPEN)
+_CAPTURE = (
+    update(authorizations).where(_OPEN).values(status="captured").returning(*authorizations.c)
+)
+_VOID = update(authorizations).where(_OPEN).values(status="voided")
+
+
+class Charge(Operation):
+    """Charge ``args.amount`` to ``args.card`` (optionally for ``args.payee``)."""
+
+    name = "charge"
+    tier = Tier.FINAL
+
+    def prepare(self, work: Work) -> Prepared:
+        card_id = text_arg(work, "card")
+        try:
+            amount = Amount.model_validate(work.branch.args.get("amount"))
+        except ValidationError:
+            raise Refuse(
+                "BAD_ARGS", "charge needs amount {value: '730.00', currency: 'USD'}"
+            ) from None
+        card = work.conn.execute(_CARD, {"card_id": card_id}).one_or_none()
+        if card is None:
+            raise Refuse("UNKNOWN_CARD", f"no card {card_id!r} on file")
+        if card.currency != amount.currency:
+            raise Refuse("DECLINED", f"card {card_id} charges {card.currency}, not {amount}")
+        available = Decimal(card.available)
+        if amount.decimal > available:
+            raise Refuse(
+                "DECLINED", f"card {card_id} has {card.available} {card.currency} available"
+            )
+        auth_id = f"auth-{secrets.token_hex(8)}"
+        payee = work.branch.args.get("payee")
+        work.conn.execute(
+            _AUTHORIZE,
+            {
+                "auth_id": auth_id,
+                "txn_id": work.txn_id,
+                "branch_id": work.branch.branch_id,
+                "card_id": card_id,
+                "amount": amount.value,
+                "currency": amount.currency,
+                "payee": payee if isinstance(payee, str) else None,
+                "status": "authorized",
+            },
+        )
+        work.conn.execute(
+            _SET_CARD, {"k_card_id": card_id, "available": money(available - amount.decimal)}
+        )
+        log(work, ledger, "authorized", f"{amount} on card {card_id} ({auth_id})")
+        # The card row read (and locked) above holds the version the dry run saw.
+        return Prepared(
+            cost=amount,
+            preconditions=_card_version(card_id, card.version),
+            data={"authId": auth_id},
+        )
+
+    def preconditions(self, work: Work) -> Preconditions:
+        card_id = text_arg(work, "card")
+        found = work.conn.execute(_CARD_VERSION, {"card_id": card_id}).scalar_one_or_none()
+        return _card_version(card_id, found)
+
+    def commit(self, work: Work) -> Committed:
+        auth = work.conn.execute(_CAPTURE, _open(work)).one_or_none()
+        if auth is None:
+            raise OutcomeConflict(
+                f"cannot capture: no open authorization for {work.txn_id}/{work.branch.branch_id}",
+                state=None,
+                requested="commit",
+            )
+        charged = f"{auth.amount} {auth.currency}"
+        log(work, ledger, "captured", f"{charged} on card {auth.card_id} ({auth.auth_id})")
+        return Committed(
+            effect={
+                "authId": auth.auth_id,
+                "card": auth.card_id,
+                "amount": charged,
+                "payee": auth.payee,
+            }
+        )
+
+    def abort(self, work: Work) -> None:
+        # Tolerant: no open authorization means nothing to void.
+        auth = work.conn.execute(_OPEN_AUTH, _open(work)).one_or_none()
+        if auth is None:
+            return
+        available = work.conn.execute(_AVAILABLE, {"card_id": auth.card_id}).scalar_one()
+        restored = money(Decimal(available) + Decimal(auth.amount))
+        work.conn.execute(_SET_CARD, {"k_card_id": auth.card_id, "available": restored})
+        work.conn.execute(_VOID, _open(work))
+        charged = f"{auth.amount} {auth.currency}"
+        log(work, ledger, "voided", f"{charged} on card {auth.card_id} ({auth.auth_id})")
+
+
+def _card_version(card_id: str, version: int | None) -> Preconditions:
+    return Preconditions(
+        versions={f"card:{card_id}": "absent" if version is None else str(version)},
+        scope=f"charge:{card_id}",
+    )
+
+
+def _open(work: Work) -> dict[str, str]:
+    return {"k_txn_id": work.txn_id, "k_branch_id": work.branch.branch_id}
+
+
+def edit(conn: Connection, card_id: str, available: str, now: datetime) -> int:
+    """Change a card's available credit as its bank would; return the card's new version.
+
+    Raises:
+        KeyError: no such card.
+    """
+    found = conn.execute(
+        select(cards.c.version).where(cards.c.card_id == card_id).with_for_update()
+    ).scalar_one_or_none()
+    if found is None:
+        raise KeyError(card_id)
+    conn.execute(
+        update(cards)
+        .where(cards.c.card_id == card_id)
+        .values(available=money(Decimal(available)), version=found + 1)
+    )
+    detail = f"card {card_id}: available set to {available} (version {found + 1})"
+    write_line(conn, ledger, PARTICIPANT, None, None, "edited", detail, now)
+    return int(found) + 1
+
+
+def seed(conn: Connection, stock: Seed) -> None:
+    """Put the cards on file (once)."""
+    if conn.execute(select(func.count()).select_from(cards)).scalar_one():
+        return
+    conn.execute(
+        insert(cards),
+        [
+            {"card_id": card, "version": 1, "available": value, "currency": currency}
+            for card, (value, currency) in CARDS.items()
+        ],
+    )
+
+
+def effect(conn: Connection, txn_id: str) -> str:
+    """Judge what ``txn_id`` left at payments: ``whole``, ``none`` or ``broken: <why>``."""
+    seen = kinds(conn, ledger, txn_id)
+    rows = conn.execute(
+        select(authorizations.c.status).where(authorizations.c.txn_id == txn_id)
+    ).all()
+    status = sorted(r.status for r in rows)
+    if seen["captured"] > 1:
+        return f"broken: captured {seen['captured']} times"
+    if "authorized" in status:
+        return "broken: an authorization is still open (neither captured nor voided)"
+    if seen["captured"] == 1:
+        if seen["voided"]:
+            return "broken: captured and also voided"
+        if status.count("captured") != 1:
+            return f"broken: the ledger says captured but the authorizations show {status}"
+        return "whole"
+    if "captured" in status:
+        return "broken: an authorization is captured with no capture in the ledger"
+    if seen["authorized"] != seen["voided"]:
+        return f"broken: authorized {seen['authorized']} times, voided {seen['voided']}"
+    return "none"
+
+
+SERVICE = Service(PARTICIPANT, "payments", metadata, ledger, Charge, seed, effect)

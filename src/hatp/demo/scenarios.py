@@ -1,0 +1,168 @@
+"""The business-trip scenarios behind ``hatp demo``: one happy path and the ways it can go wrong.
+
+Each scenario runs the real coordinator against the four trip participants
+(their own keys, their own ledgers in their own SQLite files) and a gateway
+whose finance approver is either a person at the terminal or a script.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import subprocess
+import sys
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from hatp._faults import CRASH_ENV
+from hatp.clock import Clock, SystemClock
+from hatp.coordinator import ApprovalRequest, Outcome, ScriptedAnswer, ScriptedGateway
+from hatp.demo._child import CHILD_LEASE_SECONDS
+from hatp.demo._lossy import LossyLink
+from hatp.demo.trip import GATEWAY, PAYMENTS, TripWorld, trip_plan
+from hatp.model import ApprovalDecision
+from hatp.participant import Participant
+from hatp.store import DecisionLog, open_store
+
+__all__ = ["SCENARIOS", "Approver", "DemoRun", "Scenario", "run_scenario"]
+
+#: The scripted finance approver.
+APPROVER = "human://acme.com/bob"
+
+#: Decides one ask; the CLI passes a terminal prompt, the default follows the script.
+Approver = Callable[[ApprovalRequest], Awaitable[ScriptedAnswer]]
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One way the trip can go, and what the scripted approver does in it."""
+
+    name: str
+    summary: str
+    decision: ApprovalDecision = ApprovalDecision.APPROVE
+    rooms: int = 3
+    approver_silent: bool = False
+    decide_in_seconds: float = 900.0
+    lose_commit_answers: int = 0
+    crash_at: str | None = None
+    person_may_answer: bool = True
+
+
+SCENARIOS: dict[str, Scenario] = {
+    s.name: s
+    for s in (
+        Scenario("commit", "everyone says yes: seat, room, calendar and card all go through"),
+        Scenario(
+            "reject",
+            "the finance approver rejects: every hold is released, nothing is charged",
+            decision=ApprovalDecision.REJECT,
+        ),
+        Scenario("sold-out", "the hotel is sold out and votes no: the whole trip aborts", rooms=0),
+        Scenario(
+            "deadline",
+            "nobody approves before decideBy (3 s here): the trip aborts at the deadline",
+            approver_silent=True,
+            decide_in_seconds=3.0,
+            person_may_answer=False,
+        ),
+        Scenario(
+            "in-doubt",
+            "the card capture's answer is lost twice: in doubt, retried, then resolved",
+            lose_commit_answers=2,
+        ),
+        Scenario(
+            "crash",
+            "the coordinator is killed mid-commit; a new one finishes from the log",
+            crash_at="commit.after:charge",
+            person_may_answer=False,
+        ),
+    )
+}
+
+
+@dataclass
+class DemoRun:
+    """What one scenario did: the outcome, its record, and the world it left behind."""
+
+    scenario: Scenario
+    folder: Path
+    world: TripWorld
+    outcome: Outcome
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def record(self) -> dict[str, Any]:
+        return self.outcome.record
+
+
+def _scripted(scenario: Scenario) -> Approver:
+    async def decide(request: ApprovalRequest) -> ScriptedAnswer:
+        return ScriptedAnswer(scenario.decision, APPROVER, never=scenario.approver_silent)
+
+    return decide
+
+
+async def run_scenario(
+    scenario: Scenario,
+    folder: Path,
+    *,
+    approver: Approver | None = None,
+    clock: Clock | None = None,
+) -> DemoRun:
+    """Run ``scenario`` with its world and log in ``folder``; return what happened.
+
+    ``approver`` decides the finance ask (default: the scenario's script).
+    """
+    clock = clock or SystemClock()
+    folder.mkdir(parents=True, exist_ok=True)
+    world = TripWorld.open(folder, clock, rooms=scenario.rooms)
+    log = DecisionLog(open_store(folder / "coordinator.db"))
+    txn_id = f"trip-{clock.now():%Y%m%d-%H%M%S}-{secrets.token_hex(3)}"
+    plan = trip_plan(txn_id, decide_by=clock.now() + timedelta(seconds=scenario.decide_in_seconds))
+    links: dict[str, Participant] = {}
+    notes: list[str] = []
+    if scenario.lose_commit_answers:
+        links[PAYMENTS] = LossyLink(
+            world.participants[PAYMENTS], {"commit": scenario.lose_commit_answers}
+        )
+    decide = approver if approver and scenario.person_may_answer else _scripted(scenario)
+    gateway = ScriptedGateway(GATEWAY, world.keys["gateway"], clock, decide)
+    coordinator = world.coordinator(log, gateway, links=links, retry_delay=0.2)
+    if scenario.crash_at:
+        code = _run_child(folder, plan, scenario.crash_at)
+        notes.append(
+            f"coordinator process killed at {scenario.crash_at!r} (exit {code}); a new one "
+            f"takes over from the log once the dead one's {CHILD_LEASE_SECONDS:g} s lease ends"
+        )
+        await clock.sleep_until(clock.now() + timedelta(seconds=CHILD_LEASE_SECONDS))
+        outcomes = await coordinator.recover()
+        outcome = next(o for o in outcomes if o.txn_id == txn_id)
+    else:
+        outcome = await coordinator.run(plan)
+    if scenario.lose_commit_answers:
+        notes.append(f"{scenario.lose_commit_answers} answers from {PAYMENTS} were lost")
+    return DemoRun(scenario, folder, world, outcome, notes)
+
+
+def _run_child(folder: Path, plan: dict[str, Any], crash_at: str) -> int:
+    """Run the coordinator in a child process that kills itself at ``crash_at``."""
+    plan_file = folder / "plan.json"
+    plan_file.write_text(json.dumps(plan), encoding="utf-8")
+    env = {**os.environ, CRASH_ENV: crash_at}
+    done = subprocess.run(
+        [sys.executable, "-m", "hatp.demo._child", str(folder), str(plan_file)],
+        env=env,
+        check=False,
+        capture_output=True,
+        text=True,
+    )
+    if done.returncode >= 0:
+        raise RuntimeError(
+            f"the coordinator child was meant to be killed at {crash_at!r} but exited "
+            f"{done.returncode}: {done.stderr.strip()[-500:]}"
+        )
+    return done.returncode

@@ -1,0 +1,363 @@
+"""The business trip: four participants with their own keys and durable ledgers.
+
+:meth:`TripWorld.open` builds (or reopens) the world in a folder: an airline,
+a hotel, a calendar and a payments service, each an ordinary tool server on
+the participant SDK with its own store, plus the coordinator's and the
+gateway's keys. :func:`trip_plan` writes the plan the demo runs. The world
+only holds data; the CLI renders it.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from hatp.clock import Clock, format_time
+from hatp.coordinator import Coordinator, Gateway
+from hatp.demo import _airline, _calendar, _hotel, _payments
+from hatp.demo._ledger import LedgerLine, Seed, Service, read_lines
+from hatp.evidence import Keyring, SigningKey
+from hatp.participant import Participant, ParticipantServer
+from hatp.store import DecisionLog, Store, open_store
+from hatp.version import PROTOCOL_VERSION
+
+__all__ = [
+    "AIRLINE",
+    "CALENDAR",
+    "CARD",
+    "COORDINATOR",
+    "FINANCE_ADDRESS",
+    "FLIGHT",
+    "GATEWAY",
+    "HOTEL",
+    "INITIATOR",
+    "LOW_LIMIT_CARD",
+    "PARTICIPANT_IDS",
+    "TRAVELLER",
+    "LedgerLine",
+    "TripWorld",
+    "trip_plan",
+]
+
+AIRLINE = _airline.PARTICIPANT
+HOTEL = _hotel.PARTICIPANT
+CALENDAR = _calendar.PARTICIPANT
+PAYMENTS = _payments.PARTICIPANT
+COORDINATOR = "hatp://acme.com/coordinator"
+GATEWAY = "https://gateway.acme.com"
+FINANCE_ADDRESS = "human://acme.com/role/finance-approver"
+INITIATOR = "agent://acme.com/travel-bot"
+TRAVELLER = "human://acme.com/alice"
+FLIGHT = _airline.FLIGHT
+CARD, LOW_LIMIT_CARD = _payments.CARD, _payments.LOW_LIMIT_CARD
+
+_SERVICES: tuple[Service, ...] = (
+    _airline.SERVICE,
+    _hotel.SERVICE,
+    _calendar.SERVICE,
+    _payments.SERVICE,
+)
+#: The participants in plan order.
+PARTICIPANT_IDS: tuple[str, ...] = tuple(s.participant_id for s in _SERVICES)
+_BY_ID = {s.participant_id: s for s in _SERVICES}
+#: Who holds a key (participant id, "coordinator", "gateway") -> (key file stem, issuer).
+_KEY_HOLDERS: dict[str, tuple[str, str]] = {
+    **{s.participant_id: (s.name, s.participant_id) for s in _SERVICES},
+    "coordinator": ("coordinator", COORDINATOR),
+    "gateway": ("gateway", GATEWAY),
+}
+
+
+@dataclass
+class TripWorld:
+    """The four trip participants, running in-process on their own stores.
+
+    ``keys`` holds the signing keys of the four participants (by participant
+    id) and of ``"coordinator"`` and ``"gateway"``; ``keyring`` every public
+    key with its issuer, all trusted.
+    """
+
+    folder: Path
+    clock: Clock
+    participants: dict[str, ParticipantServer]
+    keys: dict[str, SigningKey]
+    keyring: Keyring
+    stores: dict[str, Store]
+
+    @classmethod
+    def open(
+        cls,
+        folder: Path,
+        clock: Clock,
+        *,
+        rooms: int = 3,
+        seats_free: bool = True,
+        store_urls: Mapping[str, str] | None = None,
+    ) -> TripWorld:
+        """Create the world in ``folder``, or reopen the one already there.
+
+        Keys are made once and kept under ``folder/keys/``, so every process
+        opening the folder signs with the same keys. Each participant's store
+        is ``folder/<name>.db`` unless ``store_urls`` (by participant id) names
+        another. Inventory is stocked on first open only (``rooms`` a night at
+        the hotel; every seat free, or every seat taken); a reopen keeps what
+        is there.
+
+        Raises:
+            ValueError: ``store_urls`` names an unknown participant, or ``rooms`` < 0.
+            KeyInvalid: a key file under ``folder/keys/`` is unreadable.
+            StoreUnavailable: a store cannot be opened or written.
+        """
+        urls = dict(store_urls or {})
+        if unknown := sorted(set(urls) - set(PARTICIPANT_IDS)):
+            raise ValueError(f"store_urls names unknown participants {unknown}")
+        if rooms < 0:
+            raise ValueError("rooms cannot be negative")
+        folder = Path(folder)
+        (folder / "keys").mkdir(parents=True, exist_ok=True)
+        keys = {
+            holder: _load_or_make(folder / "keys" / f"{stem}.jwk", f"{issuer}#key-1")
+            for holder, (stem, issuer) in _KEY_HOLDERS.items()
+        }
+        keyring = Keyring(
+            ((keys[holder].public, issuer) for holder, (_, issuer) in _KEY_HOLDERS.items()),
+            trusted_issuers=[issuer for _, issuer in _KEY_HOLDERS.values()],
+        )
+        stock = Seed(rooms=rooms, seats_free=seats_free)
+        stores: dict[str, Store] = {}
+        try:
+            for service in _SERVICES:
+                pid = service.participant_id
+                store = open_store(urls.get(pid) or folder / f"{service.name}.db")
+                stores[pid] = store
+                with store.transaction() as conn:
+                    service.metadata.create_all(conn)
+                    service.seed(conn, stock)
+        except BaseException:
+            for store in stores.values():
+                store.close()
+            raise
+        participants = {
+            pid: ParticipantServer(pid, keys[pid], stores[pid], [_BY_ID[pid].operation()], clock)
+            for pid in PARTICIPANT_IDS
+        }
+        return cls(folder, clock, participants, keys, keyring, stores)
+
+    @property
+    def participant_ids(self) -> tuple[str, ...]:
+        """The participants in plan order: airline, hotel, calendar, payments."""
+        return PARTICIPANT_IDS
+
+    def ledger(self, participant_id: str) -> list[LedgerLine]:
+        """Return every line of a participant's ledger, oldest first.
+
+        Raises:
+            ValueError: not one of the world's participants.
+        """
+        service = _service(participant_id)
+        with self.stores[participant_id].transaction() as conn:
+            return read_lines(conn, service.ledger)
+
+    def effects(self, txn_id: str) -> dict[str, str]:
+        """Judge what ``txn_id`` left at each participant, from its ledger and its tables.
+
+        Returns, by participant id: ``"whole"`` (the effect fully in place:
+        seat ticketed, room booked, event present, charge captured once),
+        ``"none"`` (nothing lasting: all placed was released, voided or
+        removed, or nothing happened), or ``"broken: <why>"`` (partial, or
+        done twice).
+        """
+        out: dict[str, str] = {}
+        for service in _SERVICES:
+            with self.stores[service.participant_id].transaction() as conn:
+                out[service.participant_id] = service.effect(conn, txn_id)
+        return out
+
+    def edit_calendar(
+        self,
+        owner: str = TRAVELLER,
+        title: str = "Dentist",
+        *,
+        start: str = "2026-12-14T15:00:00.000Z",
+        end: str = "2026-12-14T16:00:00.000Z",
+    ) -> int:
+        """Add an event to ``owner``'s calendar as the owner would; return its new version.
+
+        A dry run that saw the old version no longer matches: its commit is
+        refused with ``PRECONDITION_CHANGED``.
+        """
+        with self.stores[CALENDAR].transaction() as conn:
+            return _calendar.edit(conn, owner, title, start, end, self.clock.now())
+
+    def edit_card(self, card_id: str, available: str) -> int:
+        """Set a card's available credit as its bank would; return the card's new version.
+
+        Raises:
+            KeyError: no such card.
+        """
+        with self.stores[PAYMENTS].transaction() as conn:
+            return _payments.edit(conn, card_id, available, self.clock.now())
+
+    def coordinator(
+        self,
+        log: DecisionLog,
+        gateway: Gateway,
+        *,
+        links: Mapping[str, Participant] | None = None,
+        **options: Any,
+    ) -> Coordinator:
+        """Return a coordinator for this world's trips.
+
+        It signs with the world's coordinator key, verifies with its keyring,
+        runs on its clock and reaches its participants, or ``links`` in front of
+        some of them. ``options`` go to :class:`~hatp.coordinator.Coordinator`
+        (``owner``, ``lease_seconds``, ``call_timeout``, ``retry_delay``, ``max_attempts``).
+        """
+        return Coordinator(
+            coordinator_id=COORDINATOR,
+            key=self.keys["coordinator"],
+            log=log,
+            participants={**self.participants, **(links or {})},
+            gateway=gateway,
+            keyring=self.keyring,
+            clock=self.clock,
+            **options,
+        )
+
+    def close(self) -> None:
+        """Close every participant's store."""
+        for store in self.stores.values():
+            store.close()
+
+    def __enter__(self) -> TripWorld:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+def trip_plan(
+    txn_id: str,
+    *,
+    decide_by: datetime,
+    traveller: str = TRAVELLER,
+    seat: str = "14C",
+    card: str = CARD,
+) -> dict[str, Any]:
+    """Return the business-trip plan's wire form (it passes :func:`hatp.model.parse_plan`).
+
+    Four branches: ``seat`` (airline, hold, 420.00 USD), ``room`` (hotel,
+    hold, 2 nights at 155.00 = 310.00 USD), ``calendar`` (compensate, no
+    amount) and ``charge`` (payments, final, 730.00 USD, settling seat and
+    room); one approval group ``finance`` at :data:`FINANCE_ADDRESS`. A
+    business-class ``seat`` (rows 1-3) costs more than the plan says, so the
+    airline votes no; :data:`LOW_LIMIT_CARD` declines the charge.
+    """
+    who = traveller.rsplit("/", 1)[-1].capitalize()
+    return {
+        "hatpVersion": PROTOCOL_VERSION,
+        "txnId": txn_id,
+        "initiator": INITIATOR,
+        "onBehalfOf": traveller,
+        "branches": [
+            _branch("seat", AIRLINE, "book_seat", "hold", "420.00", flight=FLIGHT, seat=seat),
+            _branch(
+                "room",
+                HOTEL,
+                "hold_room",
+                "hold",
+                "310.00",
+                hotel=_hotel.HOTEL,
+                checkIn="2026-12-14",
+                nights=2,
+            ),
+            _branch(
+                "calendar",
+                CALENDAR,
+                "add_event",
+                "compensate",
+                None,
+                owner=traveller,
+                title="Acme customer visit, New York",
+                start="2026-12-14T13:00:00.000Z",
+                end="2026-12-16T22:00:00.000Z",
+            ),
+            {
+                **_branch(
+                    "charge",
+                    PAYMENTS,
+                    "charge",
+                    "final",
+                    "730.00",
+                    card=card,
+                    amount={"value": "730.00", "currency": "USD"},
+                    payee="Acme Travel",
+                ),
+                "settles": ["seat", "room"],
+            },
+        ],
+        "approvals": [
+            {
+                "groupId": "finance",
+                "address": FINANCE_ADDRESS,
+                "requirement": {"action": "approve.spend", "tolerance": "0"},
+            }
+        ],
+        "deadlines": {"decideBy": format_time(decide_by)},
+        "agentText": {
+            "summary": f"Book {who}'s trip to New York: seat {seat} on {FLIGHT}, two nights "
+            f"at the Midtown Lodge, the visit in the calendar, all charged to card {card} "
+            "(730.00 USD)."
+        },
+    }
+
+
+def _branch(
+    branch_id: str, participant: str, operation: str, tier: str, value: str | None, **args: Any
+) -> dict[str, Any]:
+    return {
+        "branchId": branch_id,
+        "participant": participant,
+        "operation": operation,
+        "tier": tier,
+        "args": args,
+        "amount": None if value is None else {"value": value, "currency": "USD"},
+    }
+
+
+def _service(participant_id: str) -> Service:
+    try:
+        return _BY_ID[participant_id]
+    except KeyError:
+        raise ValueError(
+            f"{participant_id!r} is not a trip participant; one of {', '.join(PARTICIPANT_IDS)}"
+        ) from None
+
+
+def _load_or_make(path: Path, kid: str) -> SigningKey:
+    """Load the key at ``path``, or make it there; safe when two processes race."""
+    if path.exists():
+        return SigningKey.load(path)
+    key = SigningKey.generate(kid)
+    # Write aside, then link into place: the link either wins whole or finds
+    # the other process's complete file, never a half-written one.
+    spare = path.with_name(f".{path.name}.{secrets.token_hex(4)}")
+    key.save(spare)
+    try:
+        os.link(spare, path)
+    except FileExistsError:
+        return SigningKey.load(path)
+    finally:
+        spare.unlink()
+    return key

@@ -1,0 +1,183 @@
+"""Wire types of a transaction: requests to participants, their signed receipts,
+approvals, and the states a transaction and a branch pass through.
+
+Every receipt and approval is a signed object (``signature`` over its RFC 8785
+canonical form, docs/spec.md §5) and carries the plan digest, so one digest
+binds everything a party said about one plan.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any, Literal
+
+from pydantic import Field
+
+from hatp.model._base import Digest, WireModel, WireTime
+from hatp.model.plan import Amount, Tier
+from hatp.model.signature import Signature
+
+__all__ = [
+    "Approval",
+    "ApprovalDecision",
+    "BranchState",
+    "BranchStatus",
+    "Decision",
+    "OutcomeReceipt",
+    "Preconditions",
+    "PrepareReceipt",
+    "TxnEvent",
+    "TxnState",
+    "Vote",
+]
+
+
+class Vote(StrEnum):
+    """A participant's phase-1 answer."""
+
+    YES = "yes"
+    NO = "no"
+
+
+class Decision(StrEnum):
+    """The coordinator's logged decision."""
+
+    COMMIT = "commit"
+    ABORT = "abort"
+
+
+class TxnState(StrEnum):
+    """Where a transaction stands in the coordinator's log.
+
+    ``active``: preparing and asking, nothing decided (presumed abort).
+    ``committing``: commit decided and logged; phase 2 running.
+    ``in-doubt``: the final step gave no answer; retrying, holds kept.
+    ``unwinding``: a phase-2 step failed after commit was decided; undoing.
+    ``aborting``: abort decided and logged; releasing.
+    ``committed`` / ``aborted``: finished.
+    """
+
+    ACTIVE = "active"
+    COMMITTING = "committing"
+    IN_DOUBT = "in-doubt"
+    UNWINDING = "unwinding"
+    ABORTING = "aborting"
+    COMMITTED = "committed"
+    ABORTED = "aborted"
+
+    @property
+    def finished(self) -> bool:
+        """Whether nothing more will happen to the transaction."""
+        return self in (TxnState.COMMITTED, TxnState.ABORTED)
+
+
+class BranchState(StrEnum):
+    """Where one branch stands at its participant."""
+
+    PREPARED = "prepared"  # voted yes; hold placed or dry run done
+    REFUSED = "refused"  # voted no
+    COMMITTED = "committed"
+    ABORTED = "aborted"  # released, voided, or aborted before prepare
+    COMPENSATED = "compensated"  # committed, then undone with its undo token
+    UNKNOWN = "unknown"  # never heard of (status only)
+
+
+class Preconditions(WireModel):
+    """What a dry run saw: the version of each target, and the credential scope it acts under."""
+
+    versions: dict[str, str] = Field(description="target name -> version seen at prepare")
+    scope: str = Field(max_length=512, description="the credential scope the commit will use")
+
+
+class PrepareReceipt(WireModel):
+    """A participant's signed vote on one branch."""
+
+    hatp_version: str
+    kind: Literal["prepare"]
+    txn_id: str
+    branch_id: str
+    participant: str
+    plan_digest: Digest
+    fence: int = Field(ge=0)
+    vote: Vote = Field(strict=False)
+    reason: str | None = Field(default=None, description="why the vote is no")
+    tier: Tier = Field(strict=False)
+    lease_expires_at: WireTime | None = Field(default=None, description="holds: the lease's end")
+    hold_horizon: WireTime | None = Field(
+        default=None, description="holds: the latest the hold can last, renewals included"
+    )
+    preconditions: Preconditions | None = Field(
+        default=None, description="compensate and final: what the dry run saw"
+    )
+    cost: Amount | None = Field(default=None, description="what the participant will charge")
+    time: WireTime
+    signature: Signature
+
+
+class OutcomeReceipt(WireModel):
+    """A participant's signed account of a phase-2 step (commit, abort or compensate)."""
+
+    hatp_version: str
+    kind: Literal["commit", "abort", "compensate"]
+    txn_id: str
+    branch_id: str
+    participant: str
+    plan_digest: Digest | None = Field(description="null only for an abort before any prepare")
+    fence: int = Field(ge=0)
+    outcome: BranchState = Field(strict=False)
+    undo_token: str | None = Field(default=None, description="compensate tier: undoes the commit")
+    effect: dict[str, Any] | None = Field(default=None, description="what was done, for a person")
+    time: WireTime
+    signature: Signature
+
+
+class ApprovalDecision(StrEnum):
+    """A person's answer."""
+
+    APPROVE = "approve"
+    REJECT = "reject"
+
+
+class Approval(WireModel):
+    """A gateway's signed account of one approval group's decision on one plan."""
+
+    hatp_version: str
+    kind: Literal["approval"]
+    txn_id: str
+    plan_digest: Digest
+    group_id: str
+    decision: ApprovalDecision = Field(strict=False)
+    approver: str = Field(description="who decided, from authentication (human://…)")
+    gateway: str = Field(description="the gateway that asked and signs")
+    decided_at: WireTime
+    signature: Signature
+
+
+class BranchStatus(WireModel):
+    """A participant's answer to a status query; changes nothing."""
+
+    txn_id: str
+    branch_id: str
+    participant: str
+    state: BranchState = Field(strict=False)
+    fence: int = Field(ge=0, description="the highest fencing token seen for this branch")
+    receipt: dict[str, Any] | None = Field(description="the last signed receipt, if any")
+    flags: list[str] = Field(
+        default_factory=list, description="refused requests that contradicted the outcome"
+    )
+
+
+class TxnEvent(StrEnum):
+    """The event types of a transaction's record (docs/spec.md §13)."""
+
+    PLANNED = "txn.planned"
+    PREPARED = "txn.prepared"
+    APPROVAL = "txn.approval"
+    DECIDED = "txn.decided"
+    TAKEN_OVER = "txn.taken-over"
+    IN_DOUBT = "txn.in-doubt"
+    UNWINDING = "txn.unwinding"
+    COMMITTED = "txn.committed"
+    COMPENSATED = "txn.compensated"
+    ABORTED = "txn.aborted"
+    OUTCOME = "txn.outcome"

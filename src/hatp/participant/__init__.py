@@ -1,0 +1,24 @@
+"""The participant SDK: how a tool server takes part in a HATP transaction.
+
+A tool server writes one :class:`Operation` per operation it offers and
+hands them to a :class:`ParticipantServer`, which keeps each branch's state
+in the store, checks fences, plans, costs, leases and preconditions, and
+signs every receipt. The coordinator talks to anything that is a
+:class:`Participant`.
+"""
+
+from hatp.participant._operation import Committed, Operation, Prepared, Refuse, Work
+from hatp.participant._protocol import Participant
+from hatp.participant._relay import Relay
+from hatp.participant._server import ParticipantServer
+
+__all__ = [
+    "Committed",
+    "Operation",
+    "Participant",
+    "ParticipantServer",
+    "Prepared",
+    "Refuse",
+    "Relay",
+    "Work",
+]

@@ -1,0 +1,487 @@
+"""What each call does to a branch in each state: one table per call.
+
+Every handler runs inside the caller's store transaction with the branch row
+locked (the ``_txn`` convention: it never commits). It returns the receipt,
+raises to roll everything back, or returns a :class:`HoldExpired` to raise
+once the release it made has committed.
+"""
+
+from __future__ import annotations
+
+import secrets
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Any, Literal
+
+from sqlalchemy import Connection
+
+from hatp import _checks
+from hatp.clock import format_time
+from hatp.errors import HoldExpired, NotPrepared, OutcomeConflict, PlanInvalid, UndoInvalid
+from hatp.evidence import SigningKey
+from hatp.model import Branch, BranchState, Plan, Preconditions, Tier, Vote, parse_plan
+from hatp.participant._operation import (
+    Operation,
+    Prepared,
+    Refuse,
+    Work,
+    prepared_from_json,
+    prepared_to_json,
+)
+from hatp.participant._receipts import Signer
+from hatp.participant._rules import check_preconditions, cost_problem, lease
+from hatp.store import BranchRow, BranchStore
+
+Method = Literal["prepare", "commit", "abort", "compensate"]
+Result = dict[str, Any] | HoldExpired
+Handler = Callable[["Call"], Result]
+
+#: The ``reason`` in the effect of an abort receipt that released an expired hold.
+EXPIRED = "HOLD_EXPIRED"
+
+
+@dataclass(frozen=True)
+class Request:
+    """What the caller sent, beyond (txnId, branchId, fence)."""
+
+    method: Method
+    plan: Plan | None = None
+    branch: Branch | None = None
+    operation: Operation | None = None
+    plan_digest: str | None = None
+    preconditions: Preconditions | None = None
+    undo_token: str | None = None
+
+
+class PlanCache:
+    """Plans parsed before, by plan digest, so a commit does not parse its stored plan again.
+
+    The stored plan stays the source of truth: an entry is only ever the
+    parse of the plan whose digest is its key, and a plan not (or no longer)
+    here is parsed from the row. Safe to share between worker threads.
+    """
+
+    def __init__(self, size: int = 256) -> None:
+        self._plans: OrderedDict[str, Plan] = OrderedDict()
+        self._size = size
+        self._lock = threading.Lock()
+
+    def get(self, plan_digest: str, stored: dict[str, Any]) -> Plan:
+        """Return the plan with this digest: the one kept, or ``stored`` parsed (and kept).
+
+        Raises:
+            PlanInvalid: ``stored`` is parsed and is not a valid plan.
+        """
+        with self._lock:
+            plan = self._plans.get(plan_digest)
+        if plan is None:
+            plan = parse_plan(stored)
+            self.put(plan_digest, plan)
+        return plan
+
+    def put(self, plan_digest: str, plan: Plan) -> None:
+        """Keep ``plan``, whose digest is ``plan_digest``; the least recently kept goes first."""
+        with self._lock:
+            self._plans[plan_digest] = plan
+            self._plans.move_to_end(plan_digest)
+            while len(self._plans) > self._size:
+                self._plans.popitem(last=False)
+
+
+@dataclass
+class Call:
+    """One call on one locked branch row, inside one store transaction."""
+
+    key: SigningKey
+    operations: Mapping[str, Operation]
+    branches: BranchStore
+    conn: Connection
+    row: BranchRow
+    now: datetime
+    fence: int
+    request: Request
+    plans: PlanCache = field(default_factory=PlanCache)
+
+    def save(self, **changes: Any) -> None:
+        """Update the row; the fence only ever grows [PART-FENCE]."""
+        before = self.row
+        self.row = replace(before, fence=max(before.fence, self.fence), **changes)
+        self.branches.save(self.conn, self.row, locked=before)
+
+    def signer(self) -> Signer:
+        return Signer(
+            self.key,
+            self.row.participant_id,
+            self.row.txn_id,
+            self.row.branch_id,
+            self.fence,
+            self.now,
+        )
+
+    def stored(self) -> tuple[Operation, Work]:
+        """The operation and the work of a branch this participant prepared."""
+        if self.row.plan is None or self.row.plan_digest is None:
+            raise NotPrepared(
+                f"branch {self.row.branch_id!r} of {self.row.txn_id!r} was never prepared here",
+                txn_id=self.row.txn_id,
+                branch_id=self.row.branch_id,
+                state=self.row.state.value,
+            )
+        plan = self.plans.get(self.row.plan_digest, self.row.plan)
+        branch = plan.branch(self.row.branch_id)
+        operation = self.operations.get(branch.operation)
+        if operation is None:
+            raise PlanInvalid(
+                "UNKNOWN_OPERATION",
+                f"operation {branch.operation!r} of a prepared branch is no longer offered; "
+                "register it again to finish the branch",
+                txn_id=self.row.txn_id,
+                branch_id=self.row.branch_id,
+                operation=branch.operation,
+            )
+        prepared = None if self.row.prepared is None else prepared_from_json(self.row.prepared)
+        return operation, self.work(plan, branch, self.row.plan_digest, prepared)
+
+    def work(self, plan: Plan, branch: Branch, plan_digest: str, prepared: Prepared | None) -> Work:
+        return Work(
+            self.conn,
+            self.row.participant_id,
+            self.row.txn_id,
+            branch,
+            plan,
+            plan_digest,
+            self.now,
+            prepared,
+        )
+
+    def conflict(self, why: str | None = None, rule: str = "PART-ORDER") -> OutcomeConflict:
+        """Refuse a request that contradicts the branch's outcome (the caller flags it)."""
+        state, requested = self.row.state.value, self.request.method
+        return OutcomeConflict(
+            why
+            or f"branch {self.row.branch_id!r} of {self.row.txn_id!r} is already {state}; "
+            f"{requested} refused and flagged (an outcome is never flipped)",
+            txn_id=self.row.txn_id,
+            branch_id=self.row.branch_id,
+            state=state,
+            requested=requested,
+            rule=rule,
+        )
+
+    def not_prepared(self) -> NotPrepared:
+        return NotPrepared(
+            f"branch {self.row.branch_id!r} of {self.row.txn_id!r} was never prepared here; "
+            f"prepare it before {self.request.method}",
+            txn_id=self.row.txn_id,
+            branch_id=self.row.branch_id,
+            state=self.row.state.value,
+            requested=self.request.method,
+        )
+
+
+# --- prepare -------------------------------------------------------------------------------
+
+
+def _prepare_new(call: Call) -> Result:
+    req = call.request
+    if req.plan is None or req.branch is None or req.operation is None or req.plan_digest is None:
+        raise TypeError("prepare needs the plan, branch, operation and digest")
+    plan, branch, operation, plan_digest = req.plan, req.branch, req.operation, req.plan_digest
+    work = call.work(plan, branch, plan_digest, None)
+    sign = call.signer()
+    kept = {"tier": operation.tier, "plan_digest": plan_digest, "plan": plan.to_wire()}
+    try:
+        # A savepoint: whatever the operation wrote before voting no is undone.
+        with call.conn.begin_nested():
+            prepared = operation.prepare(work)
+    except Refuse as refusal:
+        receipt = sign.prepare(plan_digest, operation.tier, Vote.NO, reason=str(refusal))
+        call.save(state=BranchState.REFUSED, prepare_receipt=receipt, **kept)
+        return receipt
+    problem = cost_problem(branch, prepared.cost)
+    if problem is not None:
+        operation.abort(replace(work, prepared=prepared))  # release what it placed [PART-COST]
+        receipt = sign.prepare(
+            plan_digest, operation.tier, Vote.NO, reason=problem, cost=prepared.cost
+        )
+        call.save(state=BranchState.REFUSED, prepare_receipt=receipt, **kept)
+        return receipt
+    lease_expires_at = hold_horizon = None
+    if operation.tier is Tier.HOLD:
+        lease_expires_at, hold_horizon = lease(operation, prepared.lease_seconds, call.now)
+    receipt = sign.prepare(
+        plan_digest,
+        operation.tier,
+        Vote.YES,
+        lease_expires_at=lease_expires_at,
+        hold_horizon=hold_horizon,
+        preconditions=prepared.preconditions,
+        cost=prepared.cost,
+    )
+    call.save(
+        state=BranchState.PREPARED,
+        prepared=prepared_to_json(prepared),
+        prepare_receipt=receipt,
+        lease_expires_at=lease_expires_at,
+        **kept,
+    )
+    call.plans.put(plan_digest, plan)
+    return receipt
+
+
+def _prepare_repeat(call: Call) -> Result:
+    if call.row.plan_digest != call.request.plan_digest and _checks.is_on("PART-PLAN"):
+        raise call.conflict(
+            f"branch {call.row.branch_id!r} of {call.row.txn_id!r} was already prepared under "
+            f"plan digest {call.row.plan_digest}, not {call.request.plan_digest}; "
+            "a changed plan needs a new txnId",
+            rule="PART-PLAN",
+        )
+    if call.row.prepare_receipt is None:
+        raise call.not_prepared()
+    return call.row.prepare_receipt
+
+
+def _prepare_after_abort(call: Call) -> Result:
+    if call.row.plan_digest is not None:
+        return _prepare_repeat(call)  # aborted after its prepare: the vote stands
+    if not _checks.is_on("PART-ORDER"):
+        return _prepare_new(call)
+    raise call.conflict(
+        f"branch {call.row.branch_id!r} of {call.row.txn_id!r} was aborted before it was "
+        "prepared; it can no longer be prepared (start a new transaction)"
+    )
+
+
+PREPARE: dict[BranchState, Handler] = {
+    BranchState.UNKNOWN: _prepare_new,
+    BranchState.PREPARED: _prepare_repeat,
+    BranchState.REFUSED: _prepare_repeat,
+    BranchState.COMMITTED: _prepare_repeat,
+    BranchState.COMPENSATED: _prepare_repeat,
+    BranchState.ABORTED: _prepare_after_abort,
+}
+
+
+# --- commit --------------------------------------------------------------------------------
+
+
+def _commit_prepared(call: Call) -> Result:
+    row = call.row
+    if call.request.plan_digest != row.plan_digest and _checks.is_on("PART-PLAN"):
+        raise call.conflict(
+            f"branch {row.branch_id!r} of {row.txn_id!r} was prepared under plan digest "
+            f"{row.plan_digest}, not {call.request.plan_digest}; nothing was committed",
+            rule="PART-PLAN",
+        )
+    if (
+        row.tier is Tier.HOLD
+        and row.lease_expires_at is not None
+        and row.lease_expires_at <= call.now
+        and _checks.is_on("PART-HOLD")
+    ):
+        release_expired(call)
+        return HoldExpired(
+            f"the hold on branch {row.branch_id!r} of {row.txn_id!r} ended at "
+            f"{format_time(row.lease_expires_at)}; it was released, nothing was committed",
+            txn_id=row.txn_id,
+            branch_id=row.branch_id,
+            lease_expires_at=format_time(row.lease_expires_at),
+            now=format_time(call.now),
+        )
+    operation, work = call.stored()
+    where = {"txn_id": row.txn_id, "branch_id": row.branch_id}
+    seen = work.prepared.preconditions if work.prepared else None
+    check_preconditions(seen, call.request.preconditions, source="request", **where)
+    current = operation.preconditions(work)
+    if current is not None:
+        check_preconditions(seen, current, source="target", **where)
+    committed = operation.commit(work)
+    token = None
+    if operation.tier is Tier.COMPENSATE:
+        token = committed.undo_token or secrets.token_urlsafe(32)
+    receipt = call.signer().outcome(
+        "commit", row.plan_digest, BranchState.COMMITTED, undo_token=token, effect=committed.effect
+    )
+    call.save(state=BranchState.COMMITTED, outcome_receipt=receipt, undo_token=token)
+    return receipt
+
+
+def release_expired(call: Call) -> dict[str, Any]:
+    """Release a hold whose lease ended; store and return the abort receipt [PART-HOLD]."""
+    operation, work = call.stored()
+    operation.abort(work)
+    ended = None if call.row.lease_expires_at is None else format_time(call.row.lease_expires_at)
+    receipt = call.signer().outcome(
+        "abort",
+        call.row.plan_digest,
+        BranchState.ABORTED,
+        effect={"reason": EXPIRED, "leaseExpiresAt": ended},
+    )
+    call.save(state=BranchState.ABORTED, outcome_receipt=receipt)
+    return receipt
+
+
+def _commit_repeat(call: Call) -> Result:
+    if call.request.plan_digest != call.row.plan_digest and _checks.is_on("PART-PLAN"):
+        raise call.conflict(
+            f"branch {call.row.branch_id!r} of {call.row.txn_id!r} was committed under plan "
+            f"digest {call.row.plan_digest}, not {call.request.plan_digest}",
+            rule="PART-PLAN",
+        )
+    if call.row.outcome_receipt is None:  # pragma: no cover - a committed row has its receipt
+        raise call.not_prepared()
+    return call.row.outcome_receipt
+
+
+def _commit_after_abort(call: Call) -> Result:
+    receipt = call.row.outcome_receipt or {}
+    if (receipt.get("effect") or {}).get("reason") == EXPIRED:
+        ended = (receipt.get("effect") or {}).get("leaseExpiresAt")
+        raise HoldExpired(
+            f"the hold on branch {call.row.branch_id!r} of {call.row.txn_id!r} ended at "
+            f"{ended} and was released; nothing was committed",
+            txn_id=call.row.txn_id,
+            branch_id=call.row.branch_id,
+            lease_expires_at=ended,
+            now=format_time(call.now),
+        )
+    # Aborted before prepare there is nothing to commit, switch or no switch.
+    if call.row.plan is None or _checks.is_on("PART-ORDER"):
+        raise call.conflict()
+    return _commit_prepared(call)
+
+
+def _commit_compensated(call: Call) -> Result:
+    raise call.conflict()
+
+
+def _commit_refused(call: Call) -> Result:
+    raise call.conflict(
+        f"branch {call.row.branch_id!r} of {call.row.txn_id!r} voted no; it cannot be committed"
+    )
+
+
+def _commit_unknown(call: Call) -> Result:
+    raise call.not_prepared()
+
+
+COMMIT: dict[BranchState, Handler] = {
+    BranchState.UNKNOWN: _commit_unknown,
+    BranchState.PREPARED: _commit_prepared,
+    BranchState.REFUSED: _commit_refused,
+    BranchState.COMMITTED: _commit_repeat,
+    BranchState.ABORTED: _commit_after_abort,
+    BranchState.COMPENSATED: _commit_compensated,
+}
+
+
+# --- abort ---------------------------------------------------------------------------------
+
+
+def _abort_unprepared(call: Call) -> Result:
+    # Remembered, so that a prepare arriving late is refused [PART-ORDER].
+    receipt = call.signer().outcome("abort", None, BranchState.ABORTED)
+    call.save(state=BranchState.ABORTED, outcome_receipt=receipt)
+    return receipt
+
+
+def _abort_prepared(call: Call) -> Result:
+    operation, work = call.stored()
+    operation.abort(work)
+    receipt = call.signer().outcome("abort", call.row.plan_digest, BranchState.ABORTED)
+    call.save(state=BranchState.ABORTED, outcome_receipt=receipt)
+    return receipt
+
+
+def _abort_refused(call: Call) -> Result:
+    # A no vote placed nothing (or released it at once): nothing to call.
+    receipt = call.signer().outcome("abort", call.row.plan_digest, BranchState.ABORTED)
+    call.save(state=BranchState.ABORTED, outcome_receipt=receipt)
+    return receipt
+
+
+def _abort_committed(call: Call) -> Result:
+    if not _checks.is_on("PART-ORDER"):
+        return _abort_prepared(call)
+    raise call.conflict()
+
+
+def _stored_outcome(call: Call) -> Result:
+    if call.row.outcome_receipt is None:  # pragma: no cover - an ended row has its receipt
+        raise call.not_prepared()
+    return call.row.outcome_receipt
+
+
+ABORT: dict[BranchState, Handler] = {
+    BranchState.UNKNOWN: _abort_unprepared,
+    BranchState.PREPARED: _abort_prepared,
+    BranchState.REFUSED: _abort_refused,
+    BranchState.COMMITTED: _abort_committed,
+    BranchState.ABORTED: _stored_outcome,
+    BranchState.COMPENSATED: _stored_outcome,  # the undo already happened [PART-ORDER]
+}
+
+
+# --- compensate ----------------------------------------------------------------------------
+
+
+def _check_token(call: Call) -> str:
+    row, token = call.row, call.request.undo_token or ""
+    if row.tier is not Tier.COMPENSATE:
+        tier = row.tier.value if row.tier else "unknown"
+        raise UndoInvalid(
+            f"branch {row.branch_id!r} of {row.txn_id!r} is tier {tier}; "
+            "only a compensate-tier commit can be undone",
+            txn_id=row.txn_id,
+            branch_id=row.branch_id,
+            tier=tier,
+        )
+    issued = row.undo_token or ""
+    if not secrets.compare_digest(token.encode(), issued.encode()) and _checks.is_on("PART-UNDO"):
+        raise UndoInvalid(
+            f"that is not the undo token branch {row.branch_id!r} of {row.txn_id!r} issued; "
+            "send the undoToken from its commit receipt",
+            txn_id=row.txn_id,
+            branch_id=row.branch_id,
+        )
+    return token
+
+
+def _compensate_committed(call: Call) -> Result:
+    token = _check_token(call)
+    operation, work = call.stored()
+    operation.compensate(work, token)
+    receipt = call.signer().outcome("compensate", call.row.plan_digest, BranchState.COMPENSATED)
+    call.save(state=BranchState.COMPENSATED, outcome_receipt=receipt)
+    return receipt
+
+
+def _compensate_repeat(call: Call) -> Result:
+    _check_token(call)
+    return _stored_outcome(call)
+
+
+def _compensate_unknown(call: Call) -> Result:
+    raise call.not_prepared()
+
+
+def _compensate_uncommitted(call: Call) -> Result:
+    raise call.conflict(
+        f"branch {call.row.branch_id!r} of {call.row.txn_id!r} is {call.row.state.value}, "
+        "not committed; there is nothing to compensate",
+        rule="PART-UNDO",
+    )
+
+
+COMPENSATE: dict[BranchState, Handler] = {
+    BranchState.UNKNOWN: _compensate_unknown,
+    BranchState.PREPARED: _compensate_uncommitted,
+    BranchState.REFUSED: _compensate_uncommitted,
+    BranchState.ABORTED: _compensate_uncommitted,
+    BranchState.COMMITTED: _compensate_committed,
+    BranchState.COMPENSATED: _compensate_repeat,
+}

@@ -1,0 +1,183 @@
+"""What a tool server writes: one :class:`Operation` per operation it offers.
+
+The SDK calls the operation inside the participant's store transaction and
+hands it that transaction's connection in :class:`Work`, so the operation's
+own ledger writes and the branch state commit together or not at all
+[PART-DURABLE]. The operation never signs, never checks fences and never
+keeps branch state: the SDK does.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Connection
+
+from hatp.errors import InvalidJson
+from hatp.evidence import canonicalize
+from hatp.model import Amount, Branch, Plan, Preconditions, Tier
+
+__all__ = ["Committed", "Operation", "Prepared", "Refuse", "Work"]
+
+
+@dataclass(frozen=True)
+class Work:
+    """One request as an operation sees it.
+
+    ``conn`` is the participant's open store transaction: write the
+    operation's own tables through it, never through another connection.
+    ``prepared`` is what :meth:`Operation.prepare` returned (``None`` while
+    preparing).
+    """
+
+    conn: Connection
+    participant_id: str
+    txn_id: str
+    branch: Branch
+    plan: Plan
+    plan_digest: str
+    now: datetime
+    prepared: Prepared | None
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A yes vote from :meth:`Operation.prepare`.
+
+    ``cost``: what the participant will really charge (checked against the
+    branch's amount [PART-COST]). ``preconditions``: what a dry run saw
+    (checked again at commit [PART-PRECONDITION]). ``lease_seconds``: holds
+    only, the lease asked for (capped at ``max_lease_seconds``).
+    ``data``: operation-private JSON, handed back in ``Work.prepared``.
+
+    Raises:
+        ValueError: ``lease_seconds`` is not positive, or ``data`` is not JSON.
+    """
+
+    cost: Amount | None = None
+    preconditions: Preconditions | None = None
+    lease_seconds: float | None = None
+    data: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.lease_seconds is not None and not self.lease_seconds > 0:
+            raise ValueError(f"lease_seconds must be positive, not {self.lease_seconds}")
+        _require_json(self.data, "Prepared.data")
+
+
+@dataclass(frozen=True)
+class Committed:
+    """What :meth:`Operation.commit` did.
+
+    ``effect``: JSON for a person (in the commit receipt). ``undo_token``:
+    compensate tier only; ``None`` lets the SDK make a random one [PART-UNDO].
+
+    Raises:
+        ValueError: ``effect`` is not JSON.
+    """
+
+    effect: dict[str, Any] = field(default_factory=dict)
+    undo_token: str | None = None
+
+    def __post_init__(self) -> None:
+        _require_json(self.effect, "Committed.effect")
+
+
+class Refuse(Exception):
+    """Raised by :meth:`Operation.prepare` to vote no.
+
+    ``reason`` is a short upper-case code (``SOLD_OUT``); the receipt's
+    ``reason`` is ``"<reason>: <message>"``. Whatever the operation wrote
+    before raising is rolled back.
+    """
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(f"{reason}: {message}")
+        self.reason = reason
+        self.message = message
+
+
+class Operation(ABC):
+    """One operation a participant offers, with the tier it can honestly guarantee.
+
+    Subclasses set ``name`` and ``tier`` as class attributes. A hold also sets
+    ``max_lease_seconds`` (longest lease granted) and ``max_hold_seconds``
+    (the horizon, renewals included).
+    """
+
+    name: str
+    tier: Tier
+    max_lease_seconds: float = 1200.0
+    max_hold_seconds: float = 1800.0
+
+    @abstractmethod
+    def prepare(self, work: Work) -> Prepared:
+        """Place the hold (hold tier) or do the dry run (compensate, final).
+
+        Returns:
+            What was prepared: the yes vote.
+
+        Raises:
+            Refuse: to vote no.
+        """
+
+    @abstractmethod
+    def commit(self, work: Work) -> Committed:
+        """Do the effect (convert the hold). Runs once per branch.
+
+        Raises:
+            HatpError: the commit failed; nothing it wrote is kept.
+        """
+
+    @abstractmethod
+    def abort(self, work: Work) -> None:
+        """Release the hold or void the dry run. Called only after a yes prepare."""
+
+    def compensate(self, work: Work, undo_token: str) -> None:
+        """Undo a commit (compensate tier only). Called once, with the right token.
+
+        Raises:
+            NotImplementedError: the operation is not of the compensate tier.
+        """
+        raise NotImplementedError(f"operation {self.name!r} cannot compensate")
+
+    def preconditions(self, work: Work) -> Preconditions | None:
+        """Re-read the targets at commit; ``None`` (the default) skips the re-read."""
+        return None
+
+
+def _require_json(value: dict[str, Any], what: str) -> None:
+    # It ends up in a signed receipt or a stored row: refuse it now, by name,
+    # rather than as a failed signature or a store error inside a transaction.
+    try:
+        canonicalize(value)
+    except InvalidJson as exc:
+        raise ValueError(f"{what} must be JSON: {exc.message}") from None
+
+
+def prepared_to_json(prepared: Prepared) -> dict[str, Any]:
+    """Return the stored form of ``prepared`` (the branch row's ``prepared``)."""
+    return {
+        "cost": None if prepared.cost is None else prepared.cost.to_wire(),
+        "preconditions": None
+        if prepared.preconditions is None
+        else prepared.preconditions.to_wire(),
+        "leaseSeconds": prepared.lease_seconds,
+        "data": prepared.data,
+    }
+
+
+def prepared_from_json(doc: dict[str, Any]) -> Prepared:
+    """Rebuild a :class:`Prepared` from :func:`prepared_to_json`'s form."""
+    cost, preconditions = doc.get("cost"), doc.get("preconditions")
+    return Prepared(
+        cost=None if cost is None else Amount.model_validate(cost),
+        preconditions=None
+        if preconditions is None
+        else Preconditions.model_validate(preconditions),
+        lease_seconds=doc.get("leaseSeconds"),
+        data=dict(doc.get("data") or {}),
+    )

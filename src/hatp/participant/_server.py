@@ -1,0 +1,258 @@
+"""ParticipantServer: the Participant calls, run in process on a participant's store."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from hatp import _checks
+from hatp._faults import fault_point
+from hatp.clock import Clock, format_time
+from hatp.errors import HatpError, OutcomeConflict, StaleFence
+from hatp.evidence import SigningKey, digest
+from hatp.model import BranchState, BranchStatus, Plan, Preconditions, Tier
+from hatp.participant import _handlers as handlers
+from hatp.participant._operation import Operation
+from hatp.participant._rules import check_plan
+from hatp.store import BranchStore, Store
+
+__all__ = ["ParticipantServer"]
+
+
+class ParticipantServer:
+    """A participant: signs receipts with ``key``, keeps branch state in ``store``.
+
+    Each call locks its branch row and does all its work, the operation's own
+    writes included, in one store transaction before it returns a receipt
+    [PART-DURABLE]; a repeat returns the stored receipt [PART-IDEMPOTENT].
+    Database work runs in a worker thread, so the event loop never blocks on it.
+
+    Raises:
+        ValueError: two operations share a name, or an operation has no name or tier.
+        TypeError: a compensate-tier operation does not override ``compensate``.
+    """
+
+    def __init__(
+        self,
+        participant_id: str,
+        key: SigningKey,
+        store: Store,
+        operations: Iterable[Operation],
+        clock: Clock,
+    ) -> None:
+        self._id = participant_id
+        self._key = key
+        self._store = store
+        self._branches = BranchStore(store)
+        self._clock = clock
+        self._operations: Mapping[str, Operation] = _by_name(operations)
+        self._plans = handlers.PlanCache()
+
+    @property
+    def participant_id(self) -> str:
+        """This participant's id, as plans name it."""
+        return self._id
+
+    async def prepare(self, plan: Plan, branch_id: str, fence: int) -> dict[str, Any]:
+        """Vote on one branch; return the signed PrepareReceipt (yes, or no with a reason).
+
+        Raises:
+            PlanInvalid: ``SHAPE``, ``UNKNOWN_PARTICIPANT``, ``UNKNOWN_OPERATION``,
+                ``TIER_MISMATCH`` [PART-PLAN].
+            OutcomeConflict: prepared before under another plan digest [PART-PLAN], or
+                aborted before prepare [PART-ORDER]; flagged.
+            StaleFence: ``fence`` is below the highest seen [PART-FENCE].
+        """
+        branch, operation = check_plan(plan, branch_id, self._id, self._operations)
+        request = handlers.Request(
+            "prepare", plan, branch, operation, plan_digest=digest(plan.to_wire())
+        )
+        return await self._call(plan.txn_id, branch_id, fence, request, handlers.PREPARE)
+
+    async def commit(
+        self,
+        txn_id: str,
+        branch_id: str,
+        fence: int,
+        plan_digest: str,
+        preconditions: Preconditions | None,
+    ) -> dict[str, Any]:
+        """Commit a prepared branch; return the signed commit receipt.
+
+        Raises:
+            NotPrepared: never prepared here [PART-ORDER].
+            OutcomeConflict: voted no, aborted, compensated, or another plan digest; flagged.
+            HoldExpired: the lease ended; the hold was released [PART-HOLD].
+            PreconditionChanged: nothing was done [PART-PRECONDITION].
+            StaleFence: [PART-FENCE].
+        """
+        request = handlers.Request("commit", plan_digest=plan_digest, preconditions=preconditions)
+        return await self._call(txn_id, branch_id, fence, request, handlers.COMMIT)
+
+    async def abort(self, txn_id: str, branch_id: str, fence: int) -> dict[str, Any]:
+        """Release or void the branch, or remember an abort before prepare.
+
+        Returns:
+            The signed abort receipt (``planDigest`` null if never prepared), or the
+            stored compensate receipt if the branch was compensated.
+
+        Raises:
+            OutcomeConflict: the branch committed; flagged [PART-ORDER].
+            StaleFence: [PART-FENCE].
+        """
+        request = handlers.Request("abort")
+        return await self._call(txn_id, branch_id, fence, request, handlers.ABORT)
+
+    async def compensate(
+        self, txn_id: str, branch_id: str, fence: int, undo_token: str
+    ) -> dict[str, Any]:
+        """Undo a committed compensate-tier branch once; return the compensate receipt.
+
+        Raises:
+            UndoInvalid: the token is not the one issued, or the tier cannot undo [PART-UNDO].
+            NotPrepared: never prepared here.
+            OutcomeConflict: the branch is not committed; flagged.
+            StaleFence: [PART-FENCE].
+        """
+        request = handlers.Request("compensate", undo_token=undo_token)
+        return await self._call(txn_id, branch_id, fence, request, handlers.COMPENSATE)
+
+    async def status(self, txn_id: str, branch_id: str) -> BranchStatus:
+        """Return the branch's state, highest fence, last receipt and flags; changes nothing."""
+        row = await asyncio.to_thread(self._branches.get, self._id, txn_id, branch_id)
+        if row is None:
+            return BranchStatus(
+                txn_id=txn_id,
+                branch_id=branch_id,
+                participant=self._id,
+                state=BranchState.UNKNOWN,
+                fence=0,
+                receipt=None,
+            )
+        return BranchStatus(
+            txn_id=txn_id,
+            branch_id=branch_id,
+            participant=self._id,
+            state=row.state,
+            fence=row.fence,
+            receipt=row.outcome_receipt or row.prepare_receipt,
+            flags=list(row.flags),
+        )
+
+    async def sweep(self) -> list[tuple[str, str]]:
+        """Release every hold whose lease has ended [PART-HOLD].
+
+        Returns:
+            The ``(txnId, branchId)`` of each hold released, each with its abort receipt stored.
+        """
+        return await asyncio.to_thread(self._sweep)
+
+    # --- in the worker thread ------------------------------------------------------------
+
+    async def _call(
+        self,
+        txn_id: str,
+        branch_id: str,
+        fence: int,
+        request: handlers.Request,
+        table: Mapping[BranchState, handlers.Handler],
+    ) -> dict[str, Any]:
+        return await asyncio.to_thread(self._run, txn_id, branch_id, fence, request, table)
+
+    def _run(
+        self,
+        txn_id: str,
+        branch_id: str,
+        fence: int,
+        request: handlers.Request,
+        table: Mapping[BranchState, handlers.Handler],
+    ) -> dict[str, Any]:
+        now = self._clock.now()
+        try:
+            with self._store.transaction() as conn:
+                row = self._branches.lock(conn, self._id, txn_id, branch_id)
+                _check_fence(row.fence, fence, request.method, txn_id, branch_id)
+                call = handlers.Call(
+                    self._key,
+                    self._operations,
+                    self._branches,
+                    conn,
+                    row,
+                    now,
+                    fence,
+                    request,
+                    self._plans,
+                )
+                result = table[row.state](call)
+                if call.row.fence < fence:
+                    call.save()  # a repeat still remembers a higher fence [PART-FENCE]
+        except OutcomeConflict as conflict:
+            # Refused and rolled back; the flag is written on its own so it survives.
+            note = (
+                f"{format_time(now)} {request.method} (fence {fence}) refused: {conflict.message}"
+            )
+            self._branches.flag(self._id, txn_id, branch_id, note)
+            raise
+        fault_point(f"participant.{request.method}.done")
+        if isinstance(result, HatpError):
+            raise result
+        return result
+
+    def _sweep(self) -> list[tuple[str, str]]:
+        now = self._clock.now()
+        with self._store.transaction() as conn:
+            expired = self._branches.expired_holds(conn, self._id, now)
+        released: list[tuple[str, str]] = []
+        for found in expired:
+            # One transaction per hold: one failing release does not keep the others.
+            with self._store.transaction() as conn:
+                row = self._branches.lock(conn, self._id, found.txn_id, found.branch_id)
+                if not _lease_ended(row.state, row.tier, row.lease_expires_at, now):
+                    continue  # committed or aborted since it was listed
+                request = handlers.Request("abort")
+                call = handlers.Call(
+                    self._key,
+                    self._operations,
+                    self._branches,
+                    conn,
+                    row,
+                    now,
+                    row.fence,
+                    request,
+                    self._plans,
+                )
+                handlers.release_expired(call)
+            released.append((found.txn_id, found.branch_id))
+        return released
+
+
+def _check_fence(current: int, fence: int, method: str, txn_id: str, branch_id: str) -> None:
+    if fence < current and _checks.is_on("PART-FENCE"):
+        raise StaleFence(
+            f"{method} carries fence {fence}, but fence {current} was already seen for branch "
+            f"{branch_id!r} of {txn_id!r}: a newer coordinator owns it; nothing was done",
+            txn_id=txn_id,
+            branch_id=branch_id,
+            fence=fence,
+            current=current,
+            requested=method,
+        )
+
+
+def _lease_ended(state: BranchState, tier: Tier | None, ends: Any, now: Any) -> bool:
+    return state is BranchState.PREPARED and tier is Tier.HOLD and ends is not None and ends <= now
+
+
+def _by_name(operations: Iterable[Operation]) -> dict[str, Operation]:
+    found: dict[str, Operation] = {}
+    for operation in operations:
+        name = getattr(operation, "name", None)
+        if not isinstance(name, str) or not isinstance(getattr(operation, "tier", None), Tier):
+            raise ValueError(f"{type(operation).__name__} needs a str name and a Tier tier")
+        if name in found:
+            raise ValueError(f"two operations are named {name!r}")
+        if operation.tier is Tier.COMPENSATE and type(operation).compensate is Operation.compensate:
+            raise TypeError(f"compensate-tier operation {name!r} must override compensate()")
+        found[name] = operation
+    return found

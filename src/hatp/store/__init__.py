@@ -1,0 +1,13 @@
+"""The store layer: every byte of durable state hatp keeps, and all of its SQL.
+
+:func:`open_store` opens a SQLite file or a PostgreSQL database. On top of
+it, :class:`DecisionLog` is the coordinator's log of transactions and their
+record events, and :class:`BranchStore` a participant's state per branch.
+The durability rules are in ``docs/spec.md`` ([STORE-DURABLE] and after).
+"""
+
+from hatp.store._branches import BranchRow, BranchStore
+from hatp.store._engine import Store, open_store
+from hatp.store._log import DecisionLog, TxnRow
+
+__all__ = ["BranchRow", "BranchStore", "DecisionLog", "Store", "TxnRow", "open_store"]

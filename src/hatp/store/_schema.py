@@ -1,0 +1,129 @@
+"""The tables of hatp, and how values cross into and out of them.
+
+Times are stored as integer milliseconds since the Unix epoch (UTC), the
+resolution of wire times, so the same instant compares the same on every
+database. JSON values are stored as their RFC 8785 canonical text: what is
+read back is byte for byte what was signed.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any, TypeAlias
+
+import orjson
+import sqlalchemy as sa
+
+from hatp.evidence import canonicalize
+
+metadata = sa.MetaData()
+
+#: A result row of any shape (SQLAlchemy types a row by its columns' types).
+AnyRow: TypeAlias = sa.Row[*tuple[Any, ...]]
+
+#: One row per transaction in the coordinator's decision log.
+txn = sa.Table(
+    "hatp_txn",
+    metadata,
+    sa.Column("txn_id", sa.Text, primary_key=True),
+    sa.Column("plan", sa.Text, nullable=False),  # canonical JSON of the plan's normal form
+    sa.Column("plan_digest", sa.Text, nullable=False),
+    sa.Column("state", sa.Text, nullable=False),  # a TxnState value
+    sa.Column("decision", sa.Text, nullable=True),  # a Decision value, once logged
+    sa.Column("owner", sa.Text, nullable=True),  # the coordinator holding the lease
+    sa.Column("fence", sa.BigInteger, nullable=False),
+    sa.Column("lease_until", sa.BigInteger, nullable=True),
+    sa.Column("head", sa.Text, nullable=True),  # digest of the last record event
+    sa.Column("created_at", sa.BigInteger, nullable=False),
+    sa.Column("updated_at", sa.BigInteger, nullable=False),
+    sa.Index("ix_hatp_txn_state_created", "state", "created_at"),
+)
+
+#: The signed record events of each transaction, in order.
+record_event = sa.Table(
+    "hatp_record_event",
+    metadata,
+    sa.Column(
+        "txn_id",
+        sa.Text,
+        sa.ForeignKey("hatp_txn.txn_id", ondelete="CASCADE"),
+        primary_key=True,
+    ),
+    sa.Column("seq", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("event", sa.Text, nullable=False),  # canonical JSON of the signed event
+)
+
+#: A participant's durable state for each branch it was asked about.
+branch = sa.Table(
+    "hatp_branch",
+    metadata,
+    sa.Column("participant_id", sa.Text, primary_key=True),
+    sa.Column("txn_id", sa.Text, primary_key=True),
+    sa.Column("branch_id", sa.Text, primary_key=True),
+    sa.Column("state", sa.Text, nullable=False),  # a BranchState value
+    sa.Column("tier", sa.Text, nullable=True),
+    sa.Column("plan_digest", sa.Text, nullable=True),
+    sa.Column("fence", sa.BigInteger, nullable=False),  # the highest fence seen
+    sa.Column("plan", sa.Text, nullable=True),
+    sa.Column("prepared", sa.Text, nullable=True),
+    sa.Column("prepare_receipt", sa.Text, nullable=True),
+    sa.Column("outcome_receipt", sa.Text, nullable=True),
+    sa.Column("undo_token", sa.Text, nullable=True),
+    sa.Column("lease_expires_at", sa.BigInteger, nullable=True),
+    sa.Column("flags", sa.Text, nullable=False),  # canonical JSON array of notes
+    sa.Index("ix_hatp_branch_expiry", "participant_id", "state", "lease_expires_at"),
+)
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MS = timedelta(milliseconds=1)
+
+
+def to_ms(moment: datetime) -> int:
+    """Return ``moment`` as whole milliseconds since the epoch (rounded down).
+
+    Raises:
+        ValueError: ``moment`` is naive; stored times must say their zone.
+    """
+    if moment.tzinfo is None:
+        raise ValueError("store times must be timezone-aware")
+    return (moment - _EPOCH) // _MS
+
+
+def from_ms(ms: int) -> datetime:
+    """Return the UTC time ``ms`` milliseconds after the epoch."""
+    return _EPOCH + ms * _MS
+
+
+def lease_end(now: datetime, seconds: float) -> int:
+    """Return the stored form of ``now + seconds``.
+
+    Raises:
+        ValueError: ``seconds`` is not positive, or ``now`` is naive.
+    """
+    if not seconds > 0:
+        raise ValueError(f"a lease lasts a positive number of seconds, not {seconds!r}")
+    return to_ms(now + timedelta(seconds=seconds))
+
+
+def dump_json(value: Any) -> str:
+    """Return the canonical JSON text stored for ``value``.
+
+    Raises:
+        InvalidJson: ``value`` has no canonical form.
+    """
+    return canonicalize(value).decode("utf-8")
+
+
+def load_json(text: str) -> Any:
+    """Read back a value written by :func:`dump_json` (trusted: our own writes)."""
+    return orjson.loads(text)
+
+
+def load_optional_json(text: str | None) -> Any:
+    """Like :func:`load_json`, with SQL NULL read as ``None``."""
+    return None if text is None else orjson.loads(text)
+
+
+def dump_optional_json(value: Any) -> str | None:
+    """Like :func:`dump_json`, with ``None`` stored as SQL NULL."""
+    return None if value is None else dump_json(value)

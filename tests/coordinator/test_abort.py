@@ -1,0 +1,156 @@
+"""Phase 1 decides abort: a no, a rejection, a bad plan, a missed deadline, a lapsed lease."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from coordinator.conftest import OpenTrip
+from coordinator.trips import (
+    ALL_NONE,
+    APPROVER,
+    REJECT,
+    Trip,
+    approve_after,
+    events,
+    failed_findings,
+    past_deadline,
+)
+from hatp.coordinator import ScriptedAnswer
+from hatp.demo import AIRLINE, HOTEL, PAYMENTS
+from hatp.errors import PlanInvalid
+from hatp.model import ApprovalDecision, Decision, TxnState
+
+
+def _branch(plan: dict[str, Any], branch_id: str) -> dict[str, Any]:
+    return next(b for b in plan["branches"] if b["branchId"] == branch_id)
+
+
+def _decided(outcome: Any) -> dict[str, Any]:
+    (event,) = events(outcome.record, "txn.decided")
+    body: dict[str, Any] = event["body"]
+    return body
+
+
+def test_a_rejection_aborts_and_releases_every_hold_COORD_ABORT(trip: Trip) -> None:
+    """[COORD-ABORT] the approver rejects: ABORTED, holds released, card voided, nothing left."""
+    plan = trip.plan()
+    outcome = trip.run(plan, REJECT)
+    assert outcome.state is TxnState.ABORTED
+    assert f"{APPROVER} rejected the plan" in outcome.reason
+    assert trip.world.effects(outcome.txn_id) == ALL_NONE
+    assert trip.kinds(AIRLINE, outcome.txn_id) == ["held", "released"]
+    assert trip.kinds(HOTEL, outcome.txn_id) == ["held", "released"]
+    assert trip.kinds(PAYMENTS, outcome.txn_id) == ["authorized", "voided"]
+    assert [e["body"]["branchId"] for e in events(outcome.record, "txn.aborted")] == [
+        "seat",
+        "room",
+        "calendar",
+        "charge",
+    ]
+    assert failed_findings(outcome, trip.world) == []
+    assert trip.log.get(outcome.txn_id).decision is Decision.ABORT
+    # The inventory is back: the same seat commits in the next transaction.
+    again = trip.run(trip.plan(seat=_branch(plan, "seat")["args"]["seat"]))
+    assert again.state is TxnState.COMMITTED
+
+
+def test_a_sold_out_hotel_aborts_the_trip_COORD_ABORT(open_trip: OpenTrip) -> None:
+    """[COORD-ABORT] the hotel votes no (SOLD_OUT): ABORTED, nothing left anywhere."""
+    trip = open_trip(rooms=0)
+    outcome = trip.run()
+    assert outcome.state is TxnState.ABORTED
+    assert outcome.reason.startswith("room: voted no: SOLD_OUT:")
+    decided = _decided(outcome)
+    assert (decided["decision"], decided["reason"]) == ("abort", outcome.reason)
+    assert trip.world.effects(outcome.txn_id) == ALL_NONE
+    assert failed_findings(outcome, trip.world) == []
+
+
+def test_an_unknown_operation_aborts_with_plan_invalid_COORD_ABORT(trip: Trip) -> None:
+    """[COORD-ABORT] [PLAN-OPERATION] a participant refuses a branch it cannot run:
+    ABORTED, PLAN_INVALID (UNKNOWN_OPERATION), recorded as the room's problem."""
+    plan = trip.plan()
+    _branch(plan, "room")["operation"] = "book_suite"
+    outcome = trip.run(plan)
+    assert outcome.state is TxnState.ABORTED
+    assert outcome.reason.startswith("room: PLAN_INVALID:")
+    prepared = [
+        e["body"]
+        for e in outcome.record["events"]
+        if e["type"] == "txn.prepared" and e["body"]["branchId"] == "room"
+    ]
+    assert prepared[0]["receipt"] is None and "PLAN_INVALID" in prepared[0]["problem"]
+    assert trip.world.effects(outcome.txn_id) == ALL_NONE
+
+
+def test_an_unknown_participant_is_refused_before_anything_is_logged_PLAN_PARTICIPANT(
+    trip: Trip,
+) -> None:
+    """[PLAN-PARTICIPANT] a branch names a participant nobody can reach: nothing logged."""
+    plan = trip.plan()
+    _branch(plan, "room")["participant"] = "mcp://bank.example"
+    with pytest.raises(PlanInvalid) as caught:
+        trip.run(plan)
+    assert caught.value.data["reason"] == "UNKNOWN_PARTICIPANT"
+    assert caught.value.data["where"] == "/branches/1/participant"
+    assert trip.log.open_transactions() == []
+    assert trip.log.list() == []
+    assert trip.world.effects(plan["txnId"]) == ALL_NONE
+
+
+def test_an_understated_cost_is_a_no_vote_COORD_COST(trip: Trip) -> None:
+    """[COORD-COST] the plan says 400.00 for a 420.00 seat: the airline votes no, nothing held."""
+    plan = trip.plan()
+    _branch(plan, "seat")["amount"]["value"] = "400.00"
+    charge = _branch(plan, "charge")
+    charge["amount"]["value"] = charge["args"]["amount"]["value"] = "710.00"
+    outcome = trip.run(plan)
+    assert outcome.state is TxnState.ABORTED
+    assert outcome.reason.startswith("seat: voted no: COST_UNDERSTATED")
+    assert trip.world.effects(outcome.txn_id) == ALL_NONE
+    assert trip.kinds(AIRLINE, outcome.txn_id) == ["held", "released"]
+
+
+def test_no_answer_by_decide_by_aborts_COORD_DEADLINE(trip: Trip) -> None:
+    """[COORD-DEADLINE] the approver never answers: at decideBy the trip aborts, holds released."""
+    plan = trip.plan(decide_in=15 * 60)
+    silent = ScriptedAnswer(ApprovalDecision.APPROVE, APPROVER, never=True)
+    outcome = asyncio.run(past_deadline(trip, plan, silent))
+    assert outcome.state is TxnState.ABORTED
+    assert outcome.reason == f"the deadline decideBy {plan['deadlines']['decideBy']} passed"
+    (approval,) = events(outcome.record, "txn.approval")
+    assert approval["body"]["approval"] is None
+    assert approval["body"]["problem"].startswith("no answer before the decision")
+    assert trip.world.effects(outcome.txn_id) == ALL_NONE
+    assert trip.kinds(AIRLINE, outcome.txn_id) == ["held", "released"]
+    assert failed_findings(outcome, trip.world) == []
+
+
+def test_an_approval_after_decide_by_does_not_count_COORD_DEADLINE(trip: Trip) -> None:
+    """[COORD-DEADLINE] the approval comes 16 minutes in, past a 15-minute decideBy: ABORTED."""
+    plan = trip.plan(decide_in=15 * 60)
+    late = ScriptedAnswer(ApprovalDecision.APPROVE, APPROVER, after_seconds=16 * 60)
+    outcome = asyncio.run(past_deadline(trip, plan, late))
+    assert outcome.state is TxnState.ABORTED
+    (approval,) = events(outcome.record, "txn.approval")
+    decided_at = approval["body"]["approval"]["decidedAt"]
+    assert approval["body"]["problem"] == f"decided at {decided_at}, after the deadline"
+    assert outcome.reason == f"approval finance: {approval['body']['problem']}"
+    assert trip.world.effects(outcome.txn_id) == ALL_NONE
+    assert failed_findings(outcome, trip.world) == []
+
+
+def test_a_hold_whose_lease_ended_before_the_decision_aborts_COORD_LEASE(trip: Trip) -> None:
+    """[COORD-LEASE] approval after 25 minutes; the seat was held for 20: ABORTED, seat named."""
+    plan = trip.plan(decide_in=40 * 60)
+    outcome = asyncio.run(approve_after(trip, plan, 25 * 60))
+    assert outcome.state is TxnState.ABORTED
+    (seat,) = [e for e in events(outcome.record, "txn.prepared") if e["body"]["branchId"] == "seat"]
+    lease = seat["body"]["receipt"]["leaseExpiresAt"]
+    assert outcome.reason == f"seat: the hold's lease ended at {lease} before the decision"
+    assert events(outcome.record, "txn.approval")[0]["body"]["problem"] is None
+    assert trip.world.effects(outcome.txn_id) == ALL_NONE
+    assert failed_findings(outcome, trip.world) == []

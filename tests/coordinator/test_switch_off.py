@@ -1,0 +1,177 @@
+"""Planted violations of the coordinator rules: each refused by its check, and by it alone.
+
+Each case plants one violation in a real run (a forged receipt or approval, a
+late approval, a lapsed hold, lost answers). With every check on the
+coordinator refuses it; with its check switched off
+(``hatp._checks.unsafe_switched_off``) it does what a coordinator without that
+check would do, and the violation goes through; switching off any other
+coordinator check changes nothing. Proof that the named check is what refuses.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import pytest
+
+from coordinator.trips import (
+    APPROVER,
+    Forge,
+    ForgeApproval,
+    Late,
+    Trip,
+    approve_after,
+    failed_findings,
+    past_deadline,
+)
+from hatp._checks import unsafe_switched_off
+from hatp.coordinator import Outcome, ScriptedAnswer
+from hatp.demo import AIRLINE, CALENDAR, HOTEL, PAYMENTS
+from hatp.demo._lossy import LossyLink
+from hatp.evidence import digest
+from hatp.model import ApprovalDecision, TxnState
+
+COMMITTED, ABORTED = TxnState.COMMITTED, TxnState.ABORTED
+RULES = ("COORD-SIGNER", "COORD-DIGEST", "COORD-DEADLINE", "COORD-LEASE", "COORD-IN-DOUBT")
+OTHER_PLAN = digest({"another": "plan"})
+
+
+@dataclass(frozen=True)
+class Planted:
+    """One violation: the check that refuses it, and the outcome with the check on and off."""
+
+    name: str
+    check: str
+    run: Callable[[Trip], Outcome]
+    refused: TxnState
+    through: TxnState
+    #: The offline verifier's rule that still catches the record once the coordinator let it by.
+    offline: str | None
+
+
+def _signer(trip: Trip) -> Outcome:
+    return trip.run(links={HOTEL: Forge(trip.links[HOTEL], trip.world.keys[AIRLINE])})
+
+
+def _digest(trip: Trip) -> Outcome:
+    forged = Forge(trip.links[HOTEL], trip.world.keys[HOTEL], planDigest=OTHER_PLAN)
+    return trip.run(links={HOTEL: forged})
+
+
+def _approval_signer(trip: Trip) -> Outcome:
+    return trip.run(forge=lambda gateway: ForgeApproval(gateway, trip.world.keys[AIRLINE]))
+
+
+def _approval_digest(trip: Trip) -> Outcome:
+    key = trip.world.keys["gateway"]
+    return trip.run(forge=lambda gateway: ForgeApproval(gateway, key, planDigest=OTHER_PLAN))
+
+
+def _late_approval(trip: Trip) -> Outcome:
+    late = ScriptedAnswer(ApprovalDecision.APPROVE, APPROVER, after_seconds=16 * 60)
+    return asyncio.run(past_deadline(trip, trip.plan(decide_in=15 * 60), late))
+
+
+def _lapsed_lease(trip: Trip) -> Outcome:
+    return asyncio.run(approve_after(trip, trip.plan(decide_in=40 * 60), 25 * 60))
+
+
+def _lapsed_before_final(trip: Trip) -> Outcome:
+    return trip.run(links={CALENDAR: Late(trip.links[CALENDAR], trip.clock, 21 * 60)})
+
+
+def _lost_answers(trip: Trip) -> Outcome:
+    return trip.run(links={PAYMENTS: LossyLink(trip.links[PAYMENTS], {"commit": 2})})
+
+
+CASES = [
+    Planted("forged-vote-signer", "COORD-SIGNER", _signer, ABORTED, COMMITTED, "TXN-SIGNER"),
+    Planted("vote-for-other-plan", "COORD-DIGEST", _digest, ABORTED, COMMITTED, "TXN-DIGEST"),
+    Planted(
+        "forged-approval-signer",
+        "COORD-SIGNER",
+        _approval_signer,
+        ABORTED,
+        COMMITTED,
+        "TXN-SIGNER",
+    ),
+    Planted(
+        "approval-for-other-plan",
+        "COORD-DIGEST",
+        _approval_digest,
+        ABORTED,
+        COMMITTED,
+        "TXN-DIGEST",
+    ),
+    Planted("late-approval", "COORD-DEADLINE", _late_approval, ABORTED, COMMITTED, "TXN-VOTES"),
+    Planted("lapsed-lease", "COORD-LEASE", _lapsed_lease, ABORTED, COMMITTED, "TXN-OUTCOME"),
+    Planted(
+        "lease-lapsed-before-final",
+        "COORD-LEASE",
+        _lapsed_before_final,
+        ABORTED,
+        COMMITTED,
+        "TXN-OUTCOME",
+    ),
+    Planted("lost-answers", "COORD-IN-DOUBT", _lost_answers, COMMITTED, ABORTED, None),
+]
+
+
+def test_every_coordinator_rule_has_a_planted_case() -> None:
+    assert {case.check for case in CASES} == set(RULES)
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+def test_planted_case_is_refused_and_goes_through_with_its_check_off(
+    trip: Trip, case: Planted
+) -> None:
+    """[COORD-SIGNER] [COORD-DIGEST] [COORD-DEADLINE] [COORD-LEASE] [COORD-IN-DOUBT]."""
+    assert case.run(trip).state is case.refused
+    with unsafe_switched_off(case.check):
+        let_by = case.run(trip)
+    assert let_by.state is case.through
+    if case.offline is not None:
+        failed = {finding.split(":")[0] for finding in failed_findings(let_by, trip.world)}
+        assert case.offline in failed, failed
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+def test_switching_off_another_check_changes_nothing(trip: Trip, case: Planted) -> None:
+    """Each planted case depends on its own check only."""
+    for other in RULES:
+        if other != case.check:
+            with unsafe_switched_off(other):
+                assert case.run(trip).state is case.refused, other
+
+
+def test_without_the_lease_check_the_card_is_charged_for_a_lost_seat_COORD_LEASE(
+    trip: Trip,
+) -> None:
+    """[COORD-LEASE] what the check prevents: capture runs, then the lapsed holds fail."""
+    with unsafe_switched_off("COORD-LEASE"):
+        outcome = _lapsed_lease(trip)
+    assert outcome.state is COMMITTED
+    assert outcome.reason.startswith("seat: ")
+    assert trip.world.effects(outcome.txn_id) == {
+        AIRLINE: "none",
+        HOTEL: "none",
+        CALENDAR: "whole",
+        PAYMENTS: "whole",
+    }
+
+
+def test_without_the_in_doubt_check_a_capture_survives_an_abort_COORD_IN_DOUBT(
+    trip: Trip,
+) -> None:
+    """[COORD-IN-DOUBT] what the check prevents: silence read as failure, money taken anyway."""
+    with unsafe_switched_off("COORD-IN-DOUBT"):
+        outcome = _lost_answers(trip)
+    assert outcome.state is ABORTED
+    assert trip.world.effects(outcome.txn_id) == {
+        AIRLINE: "none",
+        HOTEL: "none",
+        CALENDAR: "none",
+        PAYMENTS: "whole",
+    }

@@ -1,0 +1,280 @@
+"""The coordinator under test, driving the real trip participants.
+
+:class:`Trip` puts one :class:`~hatp.coordinator.Coordinator` (or several) in
+front of a :class:`~hatp.demo.TripWorld`: real participants on real stores, a
+real decision log, a :class:`~hatp.coordinator.ScriptedGateway` whose person
+answers once every participant has voted, and a manual clock. The links here
+forward every call to a real participant: unchanged (:class:`Tap`), late on
+the clock (:class:`Late`), never (:class:`Stall`, a coordinator stopped
+mid-call), or rewritten by an attacker on the wire (:class:`Forge`,
+:class:`ForgeApproval`); none stands in for a participant.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections import Counter
+from collections.abc import Awaitable, Callable, Mapping
+from datetime import timedelta
+from typing import Any, TypeVar
+
+from hatp.clock import ManualClock
+from hatp.coordinator import (
+    ApprovalRequest,
+    Coordinator,
+    Gateway,
+    Outcome,
+    ScriptedAnswer,
+    ScriptedGateway,
+)
+from hatp.demo import GATEWAY, PARTICIPANT_IDS, TripWorld, trip_plan
+from hatp.evidence import SigningKey, sign, verify_record
+from hatp.model import ApprovalDecision, Plan, Result
+from hatp.participant import Participant, Relay
+from hatp.store import DecisionLog
+
+T = TypeVar("T")
+
+APPROVER = "human://acme.com/bob"
+APPROVE = ScriptedAnswer(ApprovalDecision.APPROVE, APPROVER)
+REJECT = ScriptedAnswer(ApprovalDecision.REJECT, APPROVER)
+ALL_WHOLE = dict.fromkeys(PARTICIPANT_IDS, "whole")
+ALL_NONE = dict.fromkeys(PARTICIPANT_IDS, "none")
+#: Real seconds any one wait in a test may take before it fails.
+BOUND = 20.0
+
+
+class Votes:
+    """Counts the prepare answers each transaction got; coroutines can wait for a count."""
+
+    def __init__(self) -> None:
+        self.count: Counter[str] = Counter()
+        self._waiting: list[tuple[str, int, asyncio.Future[None]]] = []
+
+    def add(self, txn_id: str) -> None:
+        self.count[txn_id] += 1
+        for txn, at_least, future in self._waiting:
+            if self.count[txn] >= at_least and not future.done():
+                future.set_result(None)
+
+    async def wait(self, txn_id: str, at_least: int) -> None:
+        """Return once ``txn_id`` has ``at_least`` prepare answers (fail after :data:`BOUND` s)."""
+        if self.count[txn_id] >= at_least:
+            return
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiting.append((txn_id, at_least, future))
+        try:
+            await asyncio.wait_for(future, BOUND)
+        finally:
+            self._waiting = [w for w in self._waiting if w[2] is not future]
+
+
+class Tap(Relay):
+    """Counts each prepare answer (or failure) in ``votes``; changes nothing."""
+
+    def __init__(self, inner: Participant, votes: Votes) -> None:
+        super().__init__(inner)
+        self._votes = votes
+
+    async def prepare(self, plan: Plan, branch_id: str, fence: int) -> dict[str, Any]:
+        try:
+            return await super().prepare(plan, branch_id, fence)
+        finally:
+            self._votes.add(plan.txn_id)
+
+
+class Forge(Relay):
+    """An attacker on the wire: rewrites each prepare receipt and signs it again with ``key``.
+
+    Without a key the original signature stays on the rewritten receipt.
+    """
+
+    def __init__(self, inner: Participant, key: SigningKey | None, **changes: Any) -> None:
+        super().__init__(inner)
+        self._key = key
+        self._changes = changes
+
+    async def prepare(self, plan: Plan, branch_id: str, fence: int) -> dict[str, Any]:
+        receipt = await super().prepare(plan, branch_id, fence)
+        if self._key is None:
+            return {**receipt, **self._changes}
+        unsigned = {k: v for k, v in receipt.items() if k != "signature"}
+        return sign({**unsigned, **self._changes}, self._key)
+
+
+class Late(Relay):
+    """Moves the clock ``seconds`` on before the first commit goes through (a slow network)."""
+
+    def __init__(self, inner: Participant, clock: ManualClock, seconds: float) -> None:
+        super().__init__(inner)
+        self._clock = clock
+        self._seconds = seconds
+
+    async def relay(self, method: str, call: Callable[[], Awaitable[T]]) -> T:
+        if method == "commit" and self._seconds:
+            self._clock.advance(self._seconds)
+            self._seconds = 0.0
+        return await call()
+
+
+class Stall(Relay):
+    """Hangs on every ``method`` call, as a coordinator does when its process stops there.
+
+    ``entered`` is set when the first such call arrives; the request never reaches
+    the participant.
+    """
+
+    def __init__(self, inner: Participant, method: str) -> None:
+        super().__init__(inner)
+        self.method = method
+        self.entered = asyncio.Event()
+
+    async def relay(self, method: str, call: Callable[[], Awaitable[T]]) -> T:
+        if method == self.method:
+            self.entered.set()
+            await asyncio.Event().wait()
+        return await call()
+
+
+class ForgeApproval:
+    """An attacker before the coordinator: rewrites each approval and signs it with ``key``."""
+
+    def __init__(self, inner: Gateway, key: SigningKey, **changes: Any) -> None:
+        self.inner = inner
+        self._key = key
+        self._changes = changes
+
+    @property
+    def gateway_id(self) -> str:
+        return self.inner.gateway_id
+
+    async def ask(self, request: ApprovalRequest) -> dict[str, Any]:
+        approval = await self.inner.ask(request)
+        unsigned = {k: v for k, v in approval.items() if k != "signature"}
+        return sign({**unsigned, **self._changes}, self._key)
+
+
+class Trip:
+    """A trip world, a decision log and a clock, and coordinators to run plans on them."""
+
+    def __init__(self, world: TripWorld, log: DecisionLog, clock: ManualClock) -> None:
+        self.world = world
+        self.log = log
+        self.clock = clock
+        self.votes = Votes()
+        self.links: dict[str, Participant] = {
+            pid: Tap(server, self.votes) for pid, server in world.participants.items()
+        }
+        self._txns = itertools.count(1)
+        self._seats = (f"{row}{letter}" for row in range(4, 31) for letter in "ABCDEF")
+
+    def plan(self, *, decide_in: float = 900.0, **options: Any) -> dict[str, Any]:
+        """A fresh trip plan (new txn id, a free economy seat), decided within ``decide_in`` s."""
+        options.setdefault("seat", next(self._seats))
+        decide_by = self.clock.now() + timedelta(seconds=decide_in)
+        return trip_plan(f"trip-{next(self._txns)}", decide_by=decide_by, **options)
+
+    def person(
+        self, answer: ScriptedAnswer, meanwhile: Callable[[], object] | None = None
+    ) -> Callable[[ApprovalRequest], Any]:
+        """The finance approver: looks at the plan once every branch has voted, then answers.
+
+        ``meanwhile`` runs while the person decides (an edit made behind the plan's back).
+        """
+
+        async def decide(request: ApprovalRequest) -> ScriptedAnswer:
+            await self.votes.wait(request.txn_id, len(request.plan.branches))
+            if meanwhile is not None:
+                meanwhile()
+            return answer
+
+        return decide
+
+    def coordinator(
+        self,
+        answer: ScriptedAnswer = APPROVE,
+        *,
+        links: Mapping[str, Participant] | None = None,
+        log: DecisionLog | None = None,
+        meanwhile: Callable[[], object] | None = None,
+        forge: Callable[[Gateway], Gateway] | None = None,
+        **options: Any,
+    ) -> Coordinator:
+        """A coordinator on this world.
+
+        ``links`` replace the taps of some participants; ``forge`` wraps the gateway.
+        """
+        gateway: Gateway = ScriptedGateway(
+            GATEWAY, self.world.keys["gateway"], self.clock, self.person(answer, meanwhile)
+        )
+        if forge is not None:
+            gateway = forge(gateway)
+        options.setdefault("retry_delay", 0.0)
+        return self.world.coordinator(
+            log or self.log, gateway, links={**self.links, **(links or {})}, **options
+        )
+
+    def run(
+        self,
+        plan: Mapping[str, Any] | None = None,
+        answer: ScriptedAnswer = APPROVE,
+        **options: Any,
+    ) -> Outcome:
+        """Run ``plan`` (default: a fresh one) to its end with a new coordinator."""
+        coordinator = self.coordinator(answer, **options)
+        return asyncio.run(coordinator.run(plan or self.plan()))
+
+    def kinds(self, participant: str, txn_id: str) -> list[str]:
+        """The participant's ledger lines for ``txn_id``, by kind, oldest first."""
+        return [line.kind for line in self.world.ledger(participant) if line.txn_id == txn_id]
+
+
+async def sleepers(clock: ManualClock, at_least: int, tries: int = 1000) -> None:
+    """Let the event loop run until ``at_least`` coroutines wait on ``clock``."""
+    for _ in range(tries):
+        if clock.sleepers >= at_least:
+            return
+        await asyncio.sleep(0)
+    raise AssertionError(f"{clock.sleepers} sleepers on the clock, expected {at_least}")
+
+
+async def past_deadline(trip: Trip, plan: dict[str, Any], answer: ScriptedAnswer) -> Outcome:
+    """Run ``plan``; once every branch voted and the clock has its sleepers, pass decideBy.
+
+    The plan's decideBy must be under 16 minutes away; the clock moves 16 minutes.
+    """
+    task = asyncio.create_task(trip.coordinator(answer).run(plan))
+    await trip.votes.wait(plan["txnId"], len(plan["branches"]))
+    await sleepers(trip.clock, 3 if answer.after_seconds else 2)  # + the lease keeper
+    trip.clock.advance(16 * 60)
+    return await task
+
+
+async def approve_after(trip: Trip, plan: dict[str, Any], seconds: float) -> Outcome:
+    """Run ``plan`` with an approver who takes ``seconds`` on the clock to approve."""
+    slow = ScriptedAnswer(ApprovalDecision.APPROVE, APPROVER, after_seconds=seconds)
+    task = asyncio.create_task(trip.coordinator(slow).run(plan))
+    await trip.votes.wait(plan["txnId"], len(plan["branches"]))
+    await sleepers(trip.clock, 3)  # the lease keeper, decideBy, the approver
+    trip.clock.advance(seconds)
+    return await task
+
+
+def events(record: Mapping[str, Any], kind: str | None = None) -> list[dict[str, Any]]:
+    """The record's events (of type ``kind`` only, if given)."""
+    return [e for e in record["events"] if kind is None or e["type"] == kind]
+
+
+def types(record: Mapping[str, Any]) -> list[str]:
+    return [e["type"] for e in record["events"]]
+
+
+def committed_order(record: Mapping[str, Any]) -> list[str]:
+    return [e["body"]["branchId"] for e in events(record, "txn.committed")]
+
+
+def failed_findings(outcome: Outcome, world: TripWorld) -> list[str]:
+    """Every finding of the offline verifier that is not a pass (empty: the record verifies)."""
+    report = verify_record(outcome.record, world.keyring)
+    return [f"{f.rule}: {f.detail}" for f in report.findings if f.result is not Result.PASS]

@@ -1,0 +1,23 @@
+"""The participant package's public surface is exactly its ``__all__``."""
+
+from __future__ import annotations
+
+import hatp.participant
+
+
+def test_exported_members_exist_and_nothing_else_is_public() -> None:
+    names = set(hatp.participant.__all__)
+    assert names == {
+        "Committed",
+        "Operation",
+        "Participant",
+        "ParticipantServer",
+        "Prepared",
+        "Refuse",
+        "Relay",
+        "Work",
+    }
+    for name in names:
+        assert getattr(hatp.participant, name).__module__.startswith("hatp.participant")
+    public = {n for n in dir(hatp.participant) if not n.startswith("_")}
+    assert public == names

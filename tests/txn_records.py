@@ -1,0 +1,336 @@
+"""Realistic transaction records, built step by step, for verifier tests.
+
+A business trip: hold a seat (airline, hold), hold a room (hotel, hold), add
+a calendar event (calendar, compensate), charge the card (payments, final;
+it settles the two holds), with one finance approval through the gateway.
+Every receipt and approval is signed by its own party in the exact wire form
+of :class:`PrepareReceipt`, :class:`OutcomeReceipt` or :class:`Approval`,
+and checked against that model; every event is signed by the coordinator,
+as the coordinator writes them (docs/spec.md §14, §15).
+
+:class:`TxnBuilder` writes one event per call, so a test can write the
+record of a transaction that broke a rule as easily as a good one: that is
+what an attacker holding the coordinator key can do. :func:`committed_trip`,
+:func:`rejected_trip` and :func:`unwound_trip` are the good records.
+
+Keys and times are fixed and Ed25519 is deterministic, so every record is
+reproducible byte for byte (the planted fixtures depend on it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from hatp.clock import ManualClock, format_time
+from hatp.evidence import Keyring, RecordWriter, SigningKey, digest, sign
+from hatp.model import Approval, OutcomeReceipt, PrepareReceipt, parse_plan
+from hatp.version import PROTOCOL_VERSION
+
+COORDINATOR = "https://coordinator.acme.com"
+AIRLINE = "mcp://airline.example"
+HOTEL = "mcp://hotel.example"
+CALENDAR = "mcp://calendar.example"
+PAYMENTS = "mcp://payments.example"
+GATEWAY = "https://gateway.acme.com"
+PARTIES = (COORDINATOR, AIRLINE, HOTEL, CALENDAR, PAYMENTS, GATEWAY)
+#: Each party's key; its issuer is the party itself.
+KEYS = {
+    party: SigningKey.from_seed(bytes([70 + n]) * 32, f"{party}#key-1")
+    for n, party in enumerate(PARTIES)
+}
+START = datetime(2026, 12, 2, 16, 48, 8, 123000, tzinfo=UTC)
+TXN_ID = "txn-trip-0001"
+#: Branch id -> (participant, tier), in plan order.
+BRANCHES = {
+    "flight": (AIRLINE, "hold"),
+    "hotel": (HOTEL, "hold"),
+    "calendar": (CALENDAR, "compensate"),
+    "pay": (PAYMENTS, "final"),
+}
+#: Phase 2's order: compensate, final, hold.
+COMMIT_ORDER = ("calendar", "pay", "flight", "hotel")
+
+
+def keyring() -> Keyring:
+    """Every party's public key, each party trusted as its own issuer."""
+    return Keyring(((k.public, party) for party, k in KEYS.items()), trusted_issuers=PARTIES)
+
+
+def trip_plan(txn_id: str = TXN_ID, *, pay: str = "1900.00") -> dict[str, Any]:
+    """Return the trip's plan in its normal form (what ``txn.planned`` carries)."""
+    plan = {
+        "hatpVersion": PROTOCOL_VERSION,
+        "txnId": txn_id,
+        "initiator": "agent://acme.com/travel-bot",
+        "onBehalfOf": "human://acme.com/dana",
+        "branches": [
+            _branch("flight", "hold_seat", {"flight": "LH 401", "seat": "12A"}, "1240.00"),
+            _branch("hotel", "hold_room", {"hotel": "Hotel Adlon", "nights": 2}, "660.00"),
+            _branch("calendar", "add_event", {"title": "Berlin trip", "day": "2026-12-09"}),
+            {
+                **_branch("pay", "charge_card", {"card": "corp-visa-4242"}, pay),
+                "settles": ["flight", "hotel"],
+            },
+        ],
+        "approvals": [
+            {
+                "groupId": "finance",
+                "address": "human://acme.com/role/finance-approver",
+                "requirement": {"action": "approve.spend", "tolerance": "0.02"},
+            }
+        ],
+        "deadlines": {"decideBy": format_time(START + timedelta(minutes=15))},
+        "agentText": {"summary": "Book Dana's Berlin trip: flight, hotel, calendar, card."},
+    }
+    return parse_plan(plan).to_wire()
+
+
+def _branch(
+    branch_id: str, operation: str, args: dict[str, Any], value: str | None = None
+) -> dict[str, Any]:
+    participant, tier = BRANCHES[branch_id]
+    amount = None if value is None else {"value": value, "currency": "USD"}
+    return {
+        "branchId": branch_id,
+        "participant": participant,
+        "operation": operation,
+        "tier": tier,
+        "args": args,
+        "amount": amount,
+    }
+
+
+class TxnBuilder:
+    """Writes a transaction's record one event at a time, each a second after the last.
+
+    Receipt and approval makers return the signed wire dict; event writers
+    take one (or make the honest one) and append the event.
+    """
+
+    def __init__(self, plan: Mapping[str, Any] | None = None, txn_id: str = TXN_ID) -> None:
+        self.plan = dict(plan) if plan is not None else trip_plan(txn_id)
+        self.txn_id = str(self.plan["txnId"])
+        self.plan_digest = digest(self.plan)
+        self.clock = ManualClock(START)
+        self.writer = RecordWriter(self.txn_id, self.clock)
+
+    def now(self) -> str:
+        return format_time(self.clock.now())
+
+    # --- signed objects -------------------------------------------------------
+
+    def prepare_receipt(
+        self, branch_id: str, vote: str = "yes", *, by: str | None = None, **change: Any
+    ) -> dict[str, Any]:
+        """A participant's signed vote; ``change`` overrides members before signing, and
+        ``by`` names another party to sign it."""
+        participant, tier = BRANCHES[branch_id]
+        lease = self.clock.now() + timedelta(minutes=20)
+        hold = tier == "hold" and vote == "yes"
+        dry_run = tier != "hold" and vote == "yes"
+        receipt = {
+            **self._head("prepare", branch_id, self.plan_digest),
+            "vote": vote,
+            "reason": None if vote == "yes" else "SOLD_OUT: no rooms left on those nights",
+            "tier": tier,
+            "leaseExpiresAt": format_time(lease) if hold else None,
+            "holdHorizon": format_time(lease + timedelta(minutes=10)) if hold else None,
+            "preconditions": {"versions": {branch_id: "v7"}, "scope": "write"} if dry_run else None,
+            "cost": self._amount(branch_id) if vote == "yes" else None,
+            "time": self.now(),
+            **change,
+        }
+        return self._signed(receipt, by or participant, PrepareReceipt)
+
+    def outcome_receipt(
+        self, branch_id: str, kind: str, *, by: str | None = None, **change: Any
+    ) -> dict[str, Any]:
+        """A participant's signed commit, abort or compensate receipt."""
+        participant, tier = BRANCHES[branch_id]
+        outcome = {"commit": "committed", "abort": "aborted", "compensate": "compensated"}[kind]
+        committing = kind == "commit"
+        receipt = {
+            **self._head(kind, branch_id, self.plan_digest),
+            "outcome": outcome,
+            "undoToken": f"undo-{branch_id}-1" if committing and tier == "compensate" else None,
+            "effect": {"done": f"{branch_id} {outcome}"},
+            "time": self.now(),
+            **change,
+        }
+        return self._signed(receipt, by or participant, OutcomeReceipt)
+
+    def approval(
+        self,
+        group_id: str = "finance",
+        decision: str = "approve",
+        *,
+        by: str = GATEWAY,
+        **change: Any,
+    ) -> dict[str, Any]:
+        """The gateway's signed account of one approval group's decision."""
+        approval = {
+            "hatpVersion": PROTOCOL_VERSION,
+            "kind": "approval",
+            "txnId": self.txn_id,
+            "planDigest": self.plan_digest,
+            "groupId": group_id,
+            "decision": decision,
+            "approver": "human://acme.com/bob",
+            "gateway": GATEWAY,
+            "decidedAt": self.now(),
+            **change,
+        }
+        return self._signed(approval, by, Approval)
+
+    # --- events ----------------------------------------------------------------
+
+    def event(self, event_type: str, **body: Any) -> dict[str, Any]:
+        """Append one coordinator-signed event carrying the plan digest (``body`` may override)."""
+        event = self.writer.append(
+            event_type, {"planDigest": self.plan_digest, **body}, KEYS[COORDINATOR]
+        )
+        self.clock.advance(1)
+        return event
+
+    def planned(self, plan: Mapping[str, Any] | None = None) -> TxnBuilder:
+        self.event(
+            "txn.planned",
+            plan=dict(plan if plan is not None else self.plan),
+            coordinator=COORDINATOR,
+            fence=1,
+        )
+        return self
+
+    def prepared(
+        self, branch_id: str, vote: str = "yes", receipt: dict[str, Any] | None = None
+    ) -> TxnBuilder:
+        receipt = receipt if receipt is not None else self.prepare_receipt(branch_id, vote)
+        self.event("txn.prepared", branchId=branch_id, receipt=receipt, problem=None)
+        return self
+
+    def approved(
+        self,
+        group_id: str = "finance",
+        decision: str = "approve",
+        approval: dict[str, Any] | None = None,
+    ) -> TxnBuilder:
+        approval = approval if approval is not None else self.approval(group_id, decision)
+        self.event("txn.approval", groupId=group_id, approval=approval, problem=None)
+        return self
+
+    def decided(self, decision: str, reason: str = "") -> TxnBuilder:
+        reason = reason or (
+            "every vote is yes" if decision == "commit" else "not every vote is yes"
+        )
+        self.event("txn.decided", decision=decision, reason=reason)
+        return self
+
+    def phase2(
+        self, event_type: str, branch_id: str, receipt: dict[str, Any] | None = None
+    ) -> TxnBuilder:
+        """Log a txn.committed, txn.compensated or txn.aborted event with its receipt."""
+        kind = {"txn.committed": "commit", "txn.compensated": "compensate", "txn.aborted": "abort"}
+        receipt = (
+            receipt if receipt is not None else self.outcome_receipt(branch_id, kind[event_type])
+        )
+        self.event(event_type, branchId=branch_id, receipt=receipt)
+        return self
+
+    def committed(self, *branch_ids: str) -> TxnBuilder:
+        for branch_id in branch_ids:
+            self.phase2("txn.committed", branch_id)
+        return self
+
+    def aborted(self, *branch_ids: str) -> TxnBuilder:
+        for branch_id in branch_ids:
+            self.phase2("txn.aborted", branch_id)
+        return self
+
+    def compensated(self, *branch_ids: str) -> TxnBuilder:
+        for branch_id in branch_ids:
+            self.phase2("txn.compensated", branch_id)
+        return self
+
+    def unwinding(self, branch_id: str, code: str = "PRECONDITION_CHANGED") -> TxnBuilder:
+        error = {
+            "code": code,
+            "message": f"{branch_id}: the target changed after the approval",
+            "data": {"changed": [branch_id]},
+        }
+        self.event("txn.unwinding", branchId=branch_id, error=error)
+        return self
+
+    def outcome(self, state: str) -> TxnBuilder:
+        self.event("txn.outcome", state=state)
+        return self
+
+    def sealed(self) -> dict[str, Any]:
+        """Seal the record and return it."""
+        self.writer.seal(KEYS[COORDINATOR])
+        return self.writer.to_json()
+
+    # --- common openings -------------------------------------------------------
+
+    def voted(self, *, approval: str | None = "approve") -> TxnBuilder:
+        """Plan, every branch votes yes, and the finance group answers (unless None)."""
+        self.planned()
+        for branch_id in BRANCHES:
+            self.prepared(branch_id)
+        if approval is not None:
+            self.approved("finance", approval)
+        return self
+
+    def _head(self, kind: str, branch_id: str, plan_digest: str | None) -> dict[str, Any]:
+        return {
+            "hatpVersion": PROTOCOL_VERSION,
+            "kind": kind,
+            "txnId": self.txn_id,
+            "branchId": branch_id,
+            "participant": BRANCHES[branch_id][0],
+            "planDigest": plan_digest,
+            "fence": 1,
+        }
+
+    def _amount(self, branch_id: str) -> dict[str, str] | None:
+        branch = next(b for b in self.plan["branches"] if b["branchId"] == branch_id)
+        amount = branch["amount"]
+        return None if amount is None else dict(amount)
+
+    @staticmethod
+    def _signed(obj: dict[str, Any], party: str, model: Any) -> dict[str, Any]:
+        signed = sign(obj, KEYS[party])
+        model.model_validate(signed)
+        return signed
+
+
+def committed_trip() -> dict[str, Any]:
+    """Every vote yes, finance approves, phase 2 in tier order: COMMITTED."""
+    b = TxnBuilder().voted().decided("commit")
+    return b.committed(*COMMIT_ORDER).outcome("committed").sealed()
+
+
+def rejected_trip() -> dict[str, Any]:
+    """Every vote yes, finance rejects, everything released: ABORTED."""
+    b = TxnBuilder().voted(approval="reject").decided("abort", "finance rejected the spend")
+    return b.aborted(*BRANCHES).outcome("aborted").sealed()
+
+
+def unwound_trip() -> dict[str, Any]:
+    """Commit decided; the card's target changed, so the calendar entry is undone and
+    the holds and the card released: ABORTED."""
+    b = TxnBuilder().voted().decided("commit").committed("calendar").unwinding("pay")
+    b.compensated("calendar").aborted("pay", "flight", "hotel")
+    return b.outcome("aborted").sealed()
+
+
+def sold_out_trip() -> dict[str, Any]:
+    """The hotel votes no before the calendar is asked; the calendar's abort comes
+    before any prepare, so its receipt names no plan (planDigest null): ABORTED."""
+    b = TxnBuilder().planned().prepared("flight").prepared("hotel", "no")
+    b.decided("abort", "hotel voted no").aborted("flight", "hotel")
+    for branch_id in ("calendar", "pay"):
+        receipt = b.outcome_receipt(branch_id, "abort", planDigest=None)
+        b.phase2("txn.aborted", branch_id, receipt)
+    return b.outcome("aborted").sealed()
