@@ -15,23 +15,22 @@ import os
 import secrets
 import sqlite3
 import time
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import psycopg
 from sqlalchemy.engine import URL, make_url
 
 from hatp.clock import SystemClock
-from hatp.coordinator import Coordinator, Outcome, ScriptedAnswer, ScriptedGateway
+from hatp.coordinator import Outcome, ScriptedAnswer, ScriptedGateway
 from hatp.demo import _airline
-from hatp.demo.trip import CARD, COORDINATOR, GATEWAY, PARTICIPANT_IDS, TripWorld, trip_plan
-from hatp.model import ApprovalDecision, BranchStatus, Plan, Preconditions, TxnState
-from hatp.participant import Participant
+from hatp.demo.trip import CARD, GATEWAY, PARTICIPANT_IDS, TripWorld, trip_plan
+from hatp.model import ApprovalDecision, TxnState
+from hatp.participant import Participant, Relay
 from hatp.store import DecisionLog, Store, open_store
 
 APPROVER = "human://acme.com/role/finance-approver/bob"
@@ -42,6 +41,8 @@ ECONOMY = tuple(
     for row in range(_airline.BUSINESS_ROWS + 1, _airline.ROWS + 1)
     for letter in _airline.LETTERS
 )
+T = TypeVar("T")
+
 #: The decision log's name among a rig's store owners (the others are participant ids).
 LOG = "coordinator log"
 
@@ -49,52 +50,19 @@ LOG = "coordinator log"
 # --------------------------------------------------------------------------- the workload
 
 
-class TimedParticipant:
+class TimedParticipant(Relay):
     """A participant that notes when each call started and ended (the instrumented pass)."""
 
     def __init__(self, inner: Participant, spans: list[tuple[float, float]]) -> None:
-        self._inner = inner
+        super().__init__(inner)
         self._spans = spans
 
-    @property
-    def participant_id(self) -> str:
-        return self._inner.participant_id
-
-    @contextmanager
-    def _span(self) -> Iterator[None]:
+    async def relay(self, method: str, call: Callable[[], Awaitable[T]]) -> T:
         started = time.perf_counter()
         try:
-            yield
+            return await call()
         finally:
             self._spans.append((started, time.perf_counter()))
-
-    async def prepare(self, plan: Plan, branch_id: str, fence: int) -> dict[str, Any]:
-        with self._span():
-            return await self._inner.prepare(plan, branch_id, fence)
-
-    async def commit(
-        self,
-        txn_id: str,
-        branch_id: str,
-        fence: int,
-        plan_digest: str,
-        preconditions: Preconditions | None,
-    ) -> dict[str, Any]:
-        with self._span():
-            return await self._inner.commit(txn_id, branch_id, fence, plan_digest, preconditions)
-
-    async def abort(self, txn_id: str, branch_id: str, fence: int) -> dict[str, Any]:
-        with self._span():
-            return await self._inner.abort(txn_id, branch_id, fence)
-
-    async def compensate(
-        self, txn_id: str, branch_id: str, fence: int, undo_token: str
-    ) -> dict[str, Any]:
-        with self._span():
-            return await self._inner.compensate(txn_id, branch_id, fence, undo_token)
-
-    async def status(self, txn_id: str, branch_id: str) -> BranchStatus:
-        return await self._inner.status(txn_id, branch_id)
 
 
 class TimedLog(DecisionLog):
@@ -150,24 +118,17 @@ class Rig:
         self.world.edit_card(CARD, "1000000.00")
         self.log_store = open_store(urls[LOG])
         log = DecisionLog(self.log_store) if spans is None else TimedLog(self.log_store, spans.log)
-        participants: Mapping[str, Participant] = self.world.participants
+        links: dict[str, Participant] = {}
         if spans is not None:
-            participants = {
-                pid: TimedParticipant(p, spans.participants) for pid, p in participants.items()
+            links = {
+                pid: TimedParticipant(p, spans.participants)
+                for pid, p in self.world.participants.items()
             }
         answer = ScriptedAnswer(ApprovalDecision.APPROVE, APPROVER)
         gateway = ScriptedGateway(
             GATEWAY, self.world.keys["gateway"], self.clock, {"finance": answer}
         )
-        self.coordinator = Coordinator(
-            coordinator_id=COORDINATOR,
-            key=self.world.keys["coordinator"],
-            log=log,
-            participants=participants,
-            gateway=gateway,
-            keyring=self.world.keyring,
-            clock=self.clock,
-        )
+        self.coordinator = self.world.coordinator(log, gateway, links=links)
         self.tag = tag
         self._seats = iter(ECONOMY)
         self._count = 0

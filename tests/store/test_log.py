@@ -242,6 +242,26 @@ def test_release_frees_the_transaction_at_once_STORE_LEASE(
     assert log.acquire("txn-1", "coord-b", txn.start, 30) == fence + 1
 
 
+def test_the_last_append_can_give_the_lease_up_in_the_same_write_STORE_LEASE(
+    log: DecisionLog, new_txn: NewTxn
+) -> None:
+    """[STORE-LEASE] append(release=True): the outcome and the release are one write."""
+    txn = new_txn("txn-1")
+    fence = txn.create(log, owner="coord-a", lease_seconds=30)
+    outcome = txn.event("txn.outcome", state="committed")
+    log.append("txn-1", fence, [outcome], state=TxnState.COMMITTED, release=True)
+    row = log.get("txn-1")
+    assert (row.state, row.owner, row.lease_until, row.fence) == (
+        TxnState.COMMITTED,
+        None,
+        None,
+        fence,
+    )
+    # A stale holder cannot release through append either: the fence is checked first.
+    with pytest.raises(StaleFence):
+        log.append("txn-1", fence - 1, [], release=True)
+
+
 def test_release_by_a_stale_holder_is_refused_STORE_FENCE(
     log: DecisionLog, new_txn: NewTxn
 ) -> None:

@@ -24,7 +24,7 @@ import socket
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from hatp import _checks
@@ -234,9 +234,10 @@ class Coordinator:
             return self._fenced(run, exc)
         finally:
             keeper.cancel()
-        # Finished, or stopped with a participant still silent: either way another
-        # coordinator may take the transaction up at once.
-        self._release(run)
+        # Finished (the outcome write gave the lease up), or stopped with a participant
+        # still silent: either way another coordinator may take the transaction up at once.
+        if not run.released:
+            self._release(run)
         return Outcome(run.txn_id, run.state, run.reason, run.writer.to_json())
 
     def _fenced(self, run: TxnRun, exc: StaleFence) -> Outcome:
@@ -351,7 +352,7 @@ class Coordinator:
             return None
         return f"{branch.branch_id}: {problem}"
 
-    async def _ask(self, run: TxnRun, group: ApprovalGroup, decide_by: Any) -> str | None:
+    async def _ask(self, run: TxnRun, group: ApprovalGroup, decide_by: datetime) -> str | None:
         request = ApprovalRequest(run.txn_id, run.plan, run.digest, group, decide_by)
         try:
             approval = await self._gateway.ask(request)

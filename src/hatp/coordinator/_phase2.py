@@ -231,5 +231,5 @@ class Phase2:
             body["problems"] = problems
         run.note(self._key, TxnEvent.OUTCOME, **body)
         run.writer.seal(self._key)
-        run.flush(self._log, state=state)
+        run.flush(self._log, state=state, release=True)
         fault_point("log.outcome")

@@ -41,6 +41,8 @@ class TxnRun:
     commits: dict[str, OutcomeReceipt] = field(default_factory=dict)
     undone: set[str] = field(default_factory=set)
     reason: str = ""
+    #: Whether the last log write gave the ownership lease up.
+    released: bool = False
 
     @property
     def txn_id(self) -> str:
@@ -56,15 +58,19 @@ class TxnRun:
         *,
         state: TxnState | None = None,
         decision: Decision | None = None,
+        release: bool = False,
     ) -> None:
         """Make every event so far durable, with the new state, in one log write.
+
+        ``release`` gives the ownership lease up in the same write.
 
         Raises:
             StaleFence: another coordinator owns the transaction now.
         """
         new = self.writer.events_since(self.persisted)
-        log.append(self.txn_id, self.fence, new, state=state, decision=decision)
+        log.append(self.txn_id, self.fence, new, state=state, decision=decision, release=release)
         self.persisted += len(new)
+        self.released = release
         if state is not None:
             self.state = state
 

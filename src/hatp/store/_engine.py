@@ -11,6 +11,8 @@ from __future__ import annotations
 import functools
 import os
 import re
+import sqlite3
+import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, ClassVar
@@ -138,12 +140,30 @@ def _sqlite_on_connect(dbapi_connection: Any, _record: Any) -> None:
     try:
         # busy_timeout first: switching to WAL needs a lock another opener may hold.
         cursor.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
-        cursor.execute("PRAGMA journal_mode = WAL")
+        _switch_to_wal(cursor)
         # FULL: in WAL mode, NORMAL may lose the last commits on power loss.
         cursor.execute("PRAGMA synchronous = FULL")
         cursor.execute("PRAGMA foreign_keys = ON")
     finally:
         cursor.close()
+
+
+def _switch_to_wal(cursor: Any) -> None:
+    # On a brand-new file, two openers can meet half-way: one holds a shared
+    # lock while the other, already creating tables, waits to commit. SQLite
+    # then answers "database is locked" at once instead of waiting (waiting
+    # would deadlock), so the busy timeout does not help; a short retry does.
+    for attempt in range(1, _WAL_ATTEMPTS + 1):
+        try:
+            cursor.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as error:
+            if "locked" not in str(error) or attempt == _WAL_ATTEMPTS:
+                raise
+            time.sleep(0.005 * attempt)
+
+
+_WAL_ATTEMPTS = 40
 
 
 def _sqlite_on_begin(conn: Connection) -> None:

@@ -135,8 +135,12 @@ class DecisionLog:
         *,
         state: TxnState | None = None,
         decision: Decision | None = None,
+        release: bool = False,
     ) -> None:
         """Append record events, and set the state and decision if given, in one step.
+
+        With ``release`` the holder also gives the lease up in the same step
+        (what :meth:`release` does, without a second durable write).
 
         The head becomes the digest of the last event, and ``updated_at``
         that event's time (the store reads no clock of its own).
@@ -160,6 +164,8 @@ class DecisionLog:
             changes["state"] = state.value
         if decision is not None:
             changes["decision"] = decision.value
+        if release:
+            changes.update(owner=None, lease_until=None)
         # The UPDATE locks the row (PostgreSQL; SQLite holds the whole database
         # since BEGIN IMMEDIATE), so no takeover can slip between the fence
         # check and the inserts. _APPEND sets the columns ``changes`` names.
