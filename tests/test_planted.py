@@ -66,12 +66,14 @@ def test_every_switchable_check_in_the_code_has_a_planted_violation() -> None:
     assert switches, "no switchable checks found: the scan is broken"
     # Documents live in planted.py; live-protocol cases beside the role they attack.
     from coordinator.test_switch_off import CASES as COORDINATOR_CASES
+    from directory.test_switch_off import CASES as DIRECTORY_CASES
     from participant.test_switch_off import CASES as PARTICIPANT_CASES
 
     planted = (
         set(CHECKS)
         | {check for check, _ in PARTICIPANT_CASES.values()}
         | {case.check for case in COORDINATOR_CASES}
+        | set(DIRECTORY_CASES)
     )
     assert switches <= planted, f"checks with no planted violation: {switches - planted}"
 

@@ -7,6 +7,7 @@ import pytest
 import hatp
 import hatp.coordinator
 import hatp.demo
+import hatp.directory
 import hatp.errors
 import hatp.evidence
 import hatp.model
@@ -24,6 +25,7 @@ PACKAGES = [
     hatp,
     hatp.coordinator,
     hatp.demo,
+    hatp.directory,
     hatp.errors,
     hatp.evidence,
     hatp.model,

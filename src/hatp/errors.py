@@ -22,7 +22,9 @@ MCP JSON-RPC error.
     ├── UndoInvalid            UNDO_INVALID
     ├── ParticipantUnavailable PARTICIPANT_UNAVAILABLE (no answer: not a failure)
     ├── TransactionUnknown     TXN_UNKNOWN
-    └── StoreUnavailable       STORE_UNAVAILABLE
+    ├── StoreUnavailable       STORE_UNAVAILABLE
+    ├── AddressInvalid         ADDRESS_INVALID     (data.reason says what is wrong)
+    └── CardInvalid            CARD_INVALID        (data.reason: SIGNATURE, ISSUER, SHAPE)
 """
 
 from __future__ import annotations
@@ -31,8 +33,12 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 __all__ = [
+    "ADDRESS_REASONS",
+    "CARD_REASONS",
     "PLAN_REASONS",
     "SIGNATURE_REASON_RULES",
+    "AddressInvalid",
+    "CardInvalid",
     "HatpError",
     "HoldExpired",
     "InvalidJson",
@@ -238,6 +244,64 @@ class StoreUnavailable(HatpError):
     """The database could not be reached or refused the write; nothing was recorded."""
 
     code = "STORE_UNAVAILABLE"
+
+
+class AddressInvalid(HatpError):
+    """An address is not one of the four forms; ``data.reason`` says what is wrong
+    (a key of :data:`ADDRESS_REASONS`) and ``data.address`` is the text refused.
+    """
+
+    code = "ADDRESS_INVALID"
+
+    @property
+    def reason(self) -> str:
+        """The stable reason code, e.g. ``QUORUM`` or ``PERCENT_ENCODING``."""
+        return str(self.data.get("reason"))
+
+
+#: Every ``ADDRESS_INVALID`` reason and the rule it enforces (docs/spec.md §17).
+ADDRESS_REASONS: dict[str, str] = {
+    "NOT_TEXT": "an address is a string of at most 512 characters",
+    "WHITESPACE": "no whitespace or control characters anywhere",
+    "PERCENT_ENCODING": "no percent-encoding: every address has one spelling",
+    "SCHEME": "the scheme is human:// or agent://, in lower case",
+    "ORG": "the org is a lower-case DNS name",
+    "EMPTY_PART": "no empty path segment, query or query value",
+    "TRAILING_SLASH": "no trailing slash",
+    "DOT_SEGMENT": "no '.' or '..' segment and no '..' inside a name",
+    "PATH": "the path is /name, /role/R or /pool/P (agents: /name)",
+    "NAME": "a name, role, pool or skill is [a-z0-9][a-z0-9._-]*, at most 64 characters",
+    "RESERVED_NAME": "a person is not named 'role' or 'pool'",
+    "QUERY_KEY": "only role and pool addresses take a query: quorum (role, pool), skill (pool)",
+    "DUPLICATE_KEY": "a query key appears at most once",
+    "QUORUM": "quorum is N-of-M with 1 <= N <= M <= 32, no leading zeros",
+    "NOT_HUMAN": "only a human:// address resolves to people",
+}
+
+
+class CardInvalid(HatpError):
+    """A Human Card, or a directory file of them, is refused and never used.
+
+    ``data.reason`` is ``SIGNATURE`` (missing or bad signature), ``ISSUER``
+    (signed by a key of an issuer nobody trusts, or not by the card's own
+    ``issuer``) or ``SHAPE`` (not the Human Card form); ``data.card`` is the
+    card's id when it is known.
+    """
+
+    code = "CARD_INVALID"
+
+    @property
+    def reason(self) -> str:
+        """The stable reason code: ``SIGNATURE``, ``ISSUER`` or ``SHAPE``."""
+        return str(self.data.get("reason"))
+
+
+#: Every ``CARD_INVALID`` reason and the rule it enforces (docs/spec.md §17).
+CARD_REASONS: dict[str, str] = {
+    "SIGNATURE": "a card is a signed object whose signature verifies (CARD-SIGNED)",
+    "ISSUER": "a card is signed by a key of its own issuer, a trusted one (CARD-SIGNED)",
+    "SHAPE": "a card has the Human Card form (CARD-SHAPE)",
+}
 
 
 def error_from_dict(doc: Mapping[str, Any]) -> HatpError:

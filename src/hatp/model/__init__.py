@@ -4,6 +4,23 @@ This package imports nothing above it, so an auditor can use it alone.
 """
 
 from hatp.model._base import Digest, Kid, WireModel, WireTime
+from hatp.model.address import MAX_QUORUM, Address, AddressKind, parse_address
+from hatp.model.card import (
+    WELL_KNOWN_PATH,
+    Authority,
+    Availability,
+    Capacity,
+    CardKey,
+    Channel,
+    HumanCard,
+    HumanCardBody,
+    Sla,
+    Status,
+    WebAuthnKey,
+    WellKnown,
+    parse_card,
+    parse_card_body,
+)
 from hatp.model.findings import Finding, Result, VerificationReport
 from hatp.model.keys import KeyringDocument, KeyringEntry, PublicJwk
 from hatp.model.plan import (
@@ -36,19 +53,30 @@ from hatp.model.txn import (
 
 __all__ = [
     "COMMIT_ORDER",
+    "MAX_QUORUM",
     "SEAL_EVENT",
+    "WELL_KNOWN_PATH",
+    "Address",
+    "AddressKind",
     "AgentText",
     "Amount",
     "Approval",
     "ApprovalDecision",
     "ApprovalGroup",
+    "Authority",
+    "Availability",
     "Branch",
     "BranchState",
     "BranchStatus",
+    "Capacity",
+    "CardKey",
+    "Channel",
     "Deadlines",
     "Decision",
     "Digest",
     "Finding",
+    "HumanCard",
+    "HumanCardBody",
     "KeyringDocument",
     "KeyringEntry",
     "Kid",
@@ -61,13 +89,20 @@ __all__ = [
     "Requirement",
     "Result",
     "Signature",
+    "Sla",
+    "Status",
     "Tier",
     "TransactionRecord",
     "TxnEvent",
     "TxnState",
     "VerificationReport",
     "Vote",
+    "WebAuthnKey",
+    "WellKnown",
     "WireModel",
     "WireTime",
+    "parse_address",
+    "parse_card",
+    "parse_card_body",
     "parse_plan",
 ]

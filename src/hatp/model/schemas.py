@@ -14,6 +14,7 @@ from typing import Any
 from hatp.model import (
     Approval,
     BranchStatus,
+    HumanCard,
     KeyringDocument,
     OutcomeReceipt,
     Plan,
@@ -23,12 +24,14 @@ from hatp.model import (
     Signature,
     TransactionRecord,
     VerificationReport,
+    WellKnown,
     WireModel,
 )
 
 WIRE_TYPES: tuple[type[WireModel], ...] = (
     Approval,
     BranchStatus,
+    HumanCard,
     KeyringDocument,
     OutcomeReceipt,
     Plan,
@@ -38,6 +41,7 @@ WIRE_TYPES: tuple[type[WireModel], ...] = (
     Signature,
     TransactionRecord,
     VerificationReport,
+    WellKnown,
 )
 
 

@@ -1,0 +1,31 @@
+"""The Directory: verified Human Cards, and routing an address to the right people.
+
+A card is used only after its signature, its issuer and its form have been
+checked (:func:`verify_card`); :class:`Directory` holds such cards, loaded
+from a file; :func:`resolve` turns an address into ranked candidates plus
+everyone passed over and the rule why (docs/spec.md §17).
+"""
+
+from hatp.directory._cards import sign_card, verify_card
+from hatp.directory._directory import CardSource, Directory, resolve, well_known
+from hatp.directory._resolve import (
+    RULES,
+    Candidate,
+    Exclusion,
+    ExclusionRule,
+    Resolution,
+)
+
+__all__ = [
+    "RULES",
+    "Candidate",
+    "CardSource",
+    "Directory",
+    "Exclusion",
+    "ExclusionRule",
+    "Resolution",
+    "resolve",
+    "sign_card",
+    "verify_card",
+    "well_known",
+]

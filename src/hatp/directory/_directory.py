@@ -1,0 +1,210 @@
+"""The Directory: verified Human Cards, loaded from a file, and what it publishes.
+
+Routing reads cards through :class:`CardSource`, a one-method protocol, so a
+store-backed directory can replace the file-backed one without touching
+:func:`resolve`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from decimal import Decimal
+from pathlib import Path
+from typing import Any, Protocol
+
+from hatp.directory._cards import verify_card
+from hatp.directory._resolve import Resolution, make_ask, resolve_cards
+from hatp.errors import CardInvalid, InvalidJson
+from hatp.evidence import Keyring, PublicKey, parse_json
+from hatp.model import Address, HumanCard, PublicJwk, Requirement, WellKnown
+from hatp.version import PROTOCOL_VERSION
+
+
+class CardSource(Protocol):
+    """Where routing gets its cards: every card returned is already verified."""
+
+    def cards(self) -> Iterable[HumanCard]:
+        """Return every verified card."""
+        ...
+
+
+def resolve(
+    source: CardSource,
+    address: Address | str,
+    requirement: Requirement | str,
+    *,
+    amounts: Mapping[str, Decimal],
+    on_behalf_of: str,
+    initiator_principal: str | None = None,
+    deadline_seconds: float | None = None,
+    passkey_required: bool = False,
+) -> Resolution:
+    """Resolve an address to ranked candidates and everyone passed over (docs/spec.md §17).
+
+    ``amounts`` is what the person must cover per currency (the gateway's
+    computed totals plus tolerance); ``requirement`` gives the action.
+
+    Raises:
+        AddressInvalid: the address does not parse, or is an agent's.
+    """
+    ask = make_ask(
+        address,
+        requirement,
+        amounts=amounts,
+        on_behalf_of=on_behalf_of,
+        initiator_principal=initiator_principal,
+        deadline_seconds=deadline_seconds,
+        passkey_required=passkey_required,
+    )
+    return resolve_cards(source.cards(), ask)
+
+
+class Directory:
+    """Verified Human Cards of one issuer, with the signed documents they came from.
+
+    A directory holds only cards that verified; one bad card refuses the
+    whole set (fail closed): routing on the rest could pass over, or fail
+    to pass over, the very person whose card was tampered with.
+    """
+
+    def __init__(self, issuer: str, signed_cards: Iterable[Any], keyring: Keyring) -> None:
+        """Verify every card and keep them.
+
+        Raises:
+            CardInvalid: a card does not verify (``data.card``, ``data.index``
+                name it), is from another issuer, or two cards share an id.
+        """
+        self.issuer = issuer
+        self._cards: dict[str, tuple[HumanCard, dict[str, Any]]] = {}
+        for index, doc in enumerate(signed_cards):
+            try:
+                card = verify_card(doc, keyring)
+            except CardInvalid as exc:
+                raise CardInvalid(
+                    f"card {index}: {exc.message}", **{**exc.data, "index": index}
+                ) from None
+            if card.issuer != issuer:
+                raise CardInvalid(
+                    f"card {index} ({card.id}) is issued by {card.issuer!r}, "
+                    f"not by this directory's {issuer!r}",
+                    reason="ISSUER",
+                    card=card.id,
+                    index=index,
+                )
+            if card.id in self._cards:
+                raise CardInvalid(
+                    f"card {index}: two cards have id {card.id}; keep one",
+                    reason="SHAPE",
+                    card=card.id,
+                    index=index,
+                )
+            self._cards[card.id] = (card, dict(doc))
+
+    def cards(self) -> list[HumanCard]:
+        """Return every card, by id."""
+        return [self._cards[key][0] for key in sorted(self._cards)]
+
+    def card(self, card_id: str) -> HumanCard:
+        """Return the card with this id.
+
+        Raises:
+            KeyError: no such card.
+        """
+        return self._cards[card_id][0]
+
+    def __len__(self) -> int:
+        return len(self._cards)
+
+    def resolve(
+        self,
+        address: Address | str,
+        requirement: Requirement | str,
+        *,
+        amounts: Mapping[str, Decimal],
+        on_behalf_of: str,
+        initiator_principal: str | None = None,
+        deadline_seconds: float | None = None,
+        passkey_required: bool = False,
+    ) -> Resolution:
+        """:func:`resolve` over this directory's cards."""
+        return resolve(
+            self,
+            address,
+            requirement,
+            amounts=amounts,
+            on_behalf_of=on_behalf_of,
+            initiator_principal=initiator_principal,
+            deadline_seconds=deadline_seconds,
+            passkey_required=passkey_required,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the directory file ``{hatpVersion, issuer, cards}``, cards as signed."""
+        docs = [self._cards[key][1] for key in sorted(self._cards)]
+        return {"hatpVersion": PROTOCOL_VERSION, "issuer": self.issuer, "cards": docs}
+
+    @classmethod
+    def from_json(cls, doc: Any, keyring: Keyring) -> Directory:
+        """Build a directory from its file document.
+
+        Raises:
+            CardInvalid: reason ``SHAPE`` if the document is not a directory
+                file; any card's refusal otherwise (see :meth:`__init__`).
+        """
+        if (
+            not isinstance(doc, dict)
+            or set(doc) != {"hatpVersion", "issuer", "cards"}
+            or doc["hatpVersion"] != PROTOCOL_VERSION
+            or not isinstance(doc["issuer"], str)
+            or not isinstance(doc["cards"], list)
+        ):
+            raise CardInvalid(
+                'a directory file is {"hatpVersion": "'
+                + PROTOCOL_VERSION
+                + '", "issuer": "...", "cards": [signed Human Cards]}',
+                reason="SHAPE",
+                card=None,
+            )
+        return cls(doc["issuer"], doc["cards"], keyring)
+
+    @classmethod
+    def load(cls, path: str | Path, keyring: Keyring) -> Directory:
+        """Read a directory file with the strict JSON reader and verify every card.
+
+        Raises:
+            CardInvalid: unreadable, not strict JSON, not a directory file, or
+                any card refused (the whole file is refused).
+        """
+        try:
+            doc = parse_json(Path(path).read_bytes())
+        except OSError as exc:
+            raise CardInvalid(
+                f"cannot read directory {path}: {exc.strerror}", reason="SHAPE", card=None
+            ) from None
+        except InvalidJson as exc:
+            raise CardInvalid(
+                f"{path} is not strict JSON: {exc.message}", reason="SHAPE", card=None
+            ) from None
+        return cls.from_json(doc, keyring)
+
+    def save(self, path: str | Path) -> None:
+        """Write the directory file to ``path``."""
+        text = json.dumps(self.to_json(), indent=2, ensure_ascii=False) + "\n"
+        Path(path).write_text(text, encoding="utf-8")
+
+
+def well_known(directory_id: str, gateway_id: str, keys: Sequence[PublicKey]) -> dict[str, Any]:
+    """Return the ``/.well-known/human-card.json`` document: the directory (the
+    cards' issuer), the Human Gateway, and the public keys that sign cards.
+
+    Raises:
+        pydantic.ValidationError: no keys, or an empty id.
+    """
+    document = WellKnown(
+        hatp_version=PROTOCOL_VERSION,
+        directory=directory_id,
+        gateway=gateway_id,
+        card_signing_keys=[PublicJwk.model_validate(key.to_jwk()) for key in keys],
+    )
+    return document.to_wire()
