@@ -27,11 +27,12 @@ def test_every_spec_requirement_is_named_by_a_test() -> None:
 
 def test_every_rule_the_code_reports_is_in_the_spec() -> None:
     from hatp.errors import PLAN_REASONS, SIGNATURE_REASON_RULES
-    from hatp.evidence import CHAIN_RULES, TXN_RULES
+    from hatp.evidence import CHAIN_RULES, ROUTING_RULES, TXN_RULES
 
     ids = set(ID.findall(SPEC))
     assert set(CHAIN_RULES) <= ids
     assert set(TXN_RULES) <= ids
+    assert set(ROUTING_RULES) <= ids
     for reason in PLAN_REASONS:
         assert f"`{reason}`" in SPEC, reason
     assert set(SIGNATURE_REASON_RULES.values()) <= ids

@@ -67,6 +67,7 @@ def test_every_switchable_check_in_the_code_has_a_planted_violation() -> None:
     # Documents live in planted.py; live-protocol cases beside the role they attack.
     from coordinator.test_switch_off import CASES as COORDINATOR_CASES
     from directory.test_switch_off import CASES as DIRECTORY_CASES
+    from gateway.test_switch_off import CASES as GATEWAY_CASES
     from participant.test_switch_off import CASES as PARTICIPANT_CASES
 
     planted = (
@@ -74,6 +75,7 @@ def test_every_switchable_check_in_the_code_has_a_planted_violation() -> None:
         | {check for check, _ in PARTICIPANT_CASES.values()}
         | {case.check for case in COORDINATOR_CASES}
         | set(DIRECTORY_CASES)
+        | {check for case in GATEWAY_CASES.values() for check in case.checks}
     )
     assert switches <= planted, f"checks with no planted violation: {switches - planted}"
 

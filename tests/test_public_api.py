@@ -10,6 +10,7 @@ import hatp.demo
 import hatp.directory
 import hatp.errors
 import hatp.evidence
+import hatp.gateway
 import hatp.model
 import hatp.participant
 import hatp.store
@@ -28,6 +29,7 @@ PACKAGES = [
     hatp.directory,
     hatp.errors,
     hatp.evidence,
+    hatp.gateway,
     hatp.model,
     hatp.participant,
     hatp.store,

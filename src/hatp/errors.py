@@ -24,7 +24,8 @@ MCP JSON-RPC error.
     ├── TransactionUnknown     TXN_UNKNOWN
     ├── StoreUnavailable       STORE_UNAVAILABLE
     ├── AddressInvalid         ADDRESS_INVALID     (data.reason says what is wrong)
-    └── CardInvalid            CARD_INVALID        (data.reason: SIGNATURE, ISSUER, SHAPE)
+    ├── CardInvalid            CARD_INVALID        (data.reason: SIGNATURE, ISSUER, SHAPE)
+    └── RequirementBelowTotal  REQUIREMENT_BELOW_TOTAL (data.declared, data.required)
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ __all__ = [
     "PlanInvalid",
     "PreconditionChanged",
     "RecordInvalid",
+    "RequirementBelowTotal",
     "SignatureInvalid",
     "StaleFence",
     "StoreUnavailable",
@@ -302,6 +304,17 @@ CARD_REASONS: dict[str, str] = {
     "ISSUER": "a card is signed by a key of its own issuer, a trusted one (CARD-SIGNED)",
     "SHAPE": "a card has the Human Card form (CARD-SHAPE)",
 }
+
+
+class RequirementBelowTotal(HatpError):
+    """An approval group declares an amount below what the plan spends plus
+    tolerance, or in a currency the plan does not spend (docs/spec.md §18).
+
+    ``data.declared`` is the declared ``{value, currency}``; ``data.required``
+    lists what the gateway computed, ``[{value, currency}]`` per currency.
+    """
+
+    code = "REQUIREMENT_BELOW_TOTAL"
 
 
 def error_from_dict(doc: Mapping[str, Any]) -> HatpError:

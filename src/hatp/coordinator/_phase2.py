@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 from hatp import _checks
 from hatp._faults import fault_point
@@ -25,21 +24,6 @@ from hatp.participant import Participant
 from hatp.store import DecisionLog
 
 _Call = Callable[[], Awaitable[dict[str, Any]]]
-T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class _Raised:
-    """An exception a concurrent call raised (as opposed to a refusal it returned)."""
-
-    error: BaseException
-
-
-async def _caught(call: Awaitable[T]) -> T | _Raised:
-    try:
-        return await call
-    except Exception as error:
-        return _Raised(error)
 
 
 class Phase2:
@@ -83,60 +67,31 @@ class Phase2:
         return [b for tier in COMMIT_ORDER for b in run.plan.branches if b.tier is tier]
 
     async def _commit_all(self, run: TxnRun) -> None:
-        """Commit tier by tier; the branches of one tier at the same time."""
         failed: list[str] = []
-        for tier in COMMIT_ORDER:
-            branches = [
-                b for b in run.plan.branches if b.tier is tier and b.branch_id not in run.commits
-            ]
-            if not branches:
+        for branch in self._ordered(run):
+            if branch.branch_id in run.commits:
                 continue
-            if tier is Tier.FINAL and (lapsed := self._lapsed_hold(run)):
-                await self._unwind(run, branches[0].branch_id, lapsed)
+            if branch.tier is Tier.FINAL and (lapsed := self._lapsed_hold(run)):
+                await self._unwind(run, branch.branch_id, lapsed)
                 return
-            results = await self._commit_tier(run, branches)
-            if any(result is None for _, result in results):
+            result = await self._commit(run, branch)
+            if result is None:
                 return  # still in doubt; the log keeps the transaction open
-            refused = [(b, r) for b, r in results if isinstance(r, HatpError)]
-            if not refused:
-                continue
-            if tier is Tier.HOLD:
-                # The final step ran and cannot be undone; a hold that broke its
-                # promise is recorded, and the record will not verify as clean.
-                failed += [f"{b.branch_id}: {r}" for b, r in refused]
-                continue
-            await self._unwind(run, refused[0][0].branch_id, refused[0][1])
-            return
+            if isinstance(result, HatpError):
+                if branch.tier is Tier.HOLD and any(
+                    b.tier is Tier.FINAL and b.branch_id in run.commits for b in run.plan.branches
+                ):
+                    # The final step ran and cannot be undone; a hold that broke its
+                    # promise is recorded, and the record will not verify as clean.
+                    failed.append(f"{branch.branch_id}: {result}")
+                    continue
+                await self._unwind(run, branch.branch_id, result)
+                return
         run.reason = "; ".join(failed) or "every branch committed"
         self._finish(run, TxnState.COMMITTED, failed)
 
-    async def _commit_tier(
-        self, run: TxnRun, branches: list[Branch]
-    ) -> list[tuple[Branch, OutcomeReceipt | HatpError | None]]:
-        """Commit ``branches`` at once; note the receipts in plan order, whatever came first."""
-        outcomes = await asyncio.gather(*(_caught(self._commit(run, b)) for b in branches))
-        # Every call is let finish before anything raised (StaleFence: the lease is
-        # lost; or a bug) stops the run; refusals come back as values, not raised.
-        raised = [o for o in outcomes if isinstance(o, _Raised)]
-        if raised:
-            raise raised[0].error
-        results: list[tuple[Branch, OutcomeReceipt | HatpError | None]] = []
-        for branch, answer in zip(branches, outcomes, strict=True):
-            if isinstance(answer, tuple):
-                parsed, receipt = answer
-                run.commits[branch.branch_id] = parsed
-                run.note(self._key, TxnEvent.COMMITTED, branchId=branch.branch_id, receipt=receipt)
-                results.append((branch, parsed))
-            elif not isinstance(answer, _Raised):
-                results.append((branch, answer))
-        if run.state is TxnState.IN_DOUBT and all(r is not None for _, r in results):
-            run.flush(self._log, state=TxnState.COMMITTING)  # the doubt is resolved
-        return results
-
-    async def _commit(
-        self, run: TxnRun, branch: Branch
-    ) -> tuple[OutcomeReceipt, dict[str, Any]] | HatpError | None:
-        """Commit one branch: its checked receipt, a definite refusal, or ``None`` if no answer."""
+    async def _commit(self, run: TxnRun, branch: Branch) -> OutcomeReceipt | HatpError | None:
+        """Commit one branch; a receipt, a definite refusal, or ``None`` if still no answer."""
         bid = branch.branch_id
         participant = self._participants[branch.participant]
         prepared = run.prepares.get(bid)
@@ -156,8 +111,12 @@ class Phase2:
             if answer.receipt is not None:
                 parsed, problem = self._vet(run, branch, answer.receipt, BranchState.COMMITTED)
                 if parsed is not None and problem is None:
+                    run.commits[bid] = parsed
+                    run.note(self._key, TxnEvent.COMMITTED, branchId=bid, receipt=answer.receipt)
                     fault_point(f"commit.after:{bid}")
-                    return parsed, answer.receipt
+                    if run.state is TxnState.IN_DOUBT:
+                        run.flush(self._log, state=TxnState.COMMITTING)
+                    return parsed
                 silence = f"unusable receipt: {problem}"
             if attempt == 1 and _checks.is_on("COORD-IN-DOUBT"):
                 run.note(

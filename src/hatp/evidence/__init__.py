@@ -12,12 +12,14 @@ from hatp.evidence._record import RecordWriter
 from hatp.evidence._signing import ALGORITHM, Verified, sign, verify
 from hatp.evidence._strict_json import MAX_DEPTH, parse_json
 from hatp.evidence._verify import CHAIN_RULES, load_record, verify_record
+from hatp.evidence._verify_routing import ROUTING_RULES, verify_routing
 from hatp.evidence._verify_txn import TXN_RULES
 
 __all__ = [
     "ALGORITHM",
     "CHAIN_RULES",
     "MAX_DEPTH",
+    "ROUTING_RULES",
     "TXN_RULES",
     "Keyring",
     "PublicKey",
@@ -33,4 +35,5 @@ __all__ = [
     "sign",
     "verify",
     "verify_record",
+    "verify_routing",
 ]

@@ -20,6 +20,7 @@ class Tally:
         self._rules = dict(rules)
         self._failures: dict[str, list[Finding]] = {rule: [] for rule in rules}
         self._ran: set[str] = set()
+        self._absent: dict[str, str] = {}
 
     def ran(self, rule: str) -> None:
         """Record that ``rule`` ran (a pass unless it also failed)."""
@@ -32,6 +33,10 @@ class Tally:
             self._failures[rule].append(
                 Finding(rule=rule, result=Result.FAIL, detail=detail, event=event)
             )
+
+    def absent(self, rule: str, detail: str) -> None:
+        """Record that ``rule`` could not run, and why (reported ``absent``, never a pass)."""
+        self._absent[rule] = detail
 
     def expect(self, rule: str, holds: bool, event: int | None, detail: Callable[[], str]) -> None:
         """Record that ``rule`` ran, failing with ``detail()`` unless it ``holds``."""
@@ -46,6 +51,8 @@ class Tally:
         for rule, meaning in self._rules.items():
             if self._failures[rule]:
                 out.extend(self._failures[rule])
+            elif rule in self._absent:
+                out.append(Finding(rule=rule, result=Result.ABSENT, detail=self._absent[rule]))
             elif rule in self._ran:
                 out.append(Finding(rule=rule, result=Result.PASS, detail=passes.get(rule, meaning)))
             else:

@@ -5,6 +5,7 @@ This package imports nothing above it, so an auditor can use it alone.
 
 from hatp.model._base import Digest, Kid, WireModel, WireTime
 from hatp.model.address import MAX_QUORUM, Address, AddressKind, parse_address
+from hatp.model.amounts import RequiredAmount, plan_totals, recheck_plan, required_amounts
 from hatp.model.card import (
     WELL_KNOWN_PATH,
     Authority,
@@ -36,6 +37,7 @@ from hatp.model.plan import (
     parse_plan,
 )
 from hatp.model.record import SEAL_EVENT, RecordEvent, TransactionRecord
+from hatp.model.routing import ABSENT, HumanResult, RoutedHuman, RoutingRecord
 from hatp.model.signature import Signature
 from hatp.model.txn import (
     Approval,
@@ -52,6 +54,7 @@ from hatp.model.txn import (
 )
 
 __all__ = [
+    "ABSENT",
     "COMMIT_ORDER",
     "MAX_QUORUM",
     "SEAL_EVENT",
@@ -77,6 +80,7 @@ __all__ = [
     "Finding",
     "HumanCard",
     "HumanCardBody",
+    "HumanResult",
     "KeyringDocument",
     "KeyringEntry",
     "Kid",
@@ -86,8 +90,11 @@ __all__ = [
     "PrepareReceipt",
     "PublicJwk",
     "RecordEvent",
+    "RequiredAmount",
     "Requirement",
     "Result",
+    "RoutedHuman",
+    "RoutingRecord",
     "Signature",
     "Sla",
     "Status",
@@ -105,4 +112,7 @@ __all__ = [
     "parse_card",
     "parse_card_body",
     "parse_plan",
+    "plan_totals",
+    "recheck_plan",
+    "required_amounts",
 ]

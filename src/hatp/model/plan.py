@@ -113,11 +113,17 @@ class Branch(WireModel):
 
 
 class Requirement(WireModel):
-    """What an approval group must approve: an action, and a tolerance over the plan's totals."""
+    """What an approval group must approve: an action, a tolerance over the plan's totals,
+    and optionally the amount the agent declares (never trusted: the gateway
+    computes its own and refuses a declared amount below it)."""
 
     action: Name
     tolerance: str = Field(
         default="0", description="a non-negative decimal fraction: '0.02' allows 2% over"
+    )
+    amount: Amount | None = Field(
+        default=None,
+        description="the agent-declared amount; at least the plan's total plus tolerance",
     )
 
     @field_validator("tolerance")
