@@ -12,6 +12,27 @@ from hatp.evidence import Keyring, SigningKey
 from hatp.evidence._b64 import b64url_encode
 
 ISSUER = "https://directory.acme.com"
+#: The post's $25,000 request: who the finance-approver role matched, and why none was asked.
+PASSED_OVER_AT_25000 = [
+    {
+        "id": "human://acme.com/alice",
+        "result": "excluded",
+        "rule": "authority",
+        "detail": "limit 10000 USD < 25000 USD",
+    },
+    {
+        "id": "human://acme.com/dana",
+        "result": "excluded",
+        "rule": "separation-of-duties",
+        "detail": "the agent acts on their behalf",
+    },
+    {
+        "id": "human://acme.com/erin",
+        "result": "excluded",
+        "rule": "authority",
+        "detail": "limit 500 USD < 25000 USD",
+    },
+]
 DIRECTORY_KEY = SigningKey.from_seed(bytes([7]) * 32, "acme-directory-1")
 OTHER_KEY = SigningKey.from_seed(bytes([8]) * 32, "evil-directory-1")
 
