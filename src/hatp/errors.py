@@ -25,7 +25,8 @@ MCP JSON-RPC error.
     ├── StoreUnavailable       STORE_UNAVAILABLE
     ├── AddressInvalid         ADDRESS_INVALID     (data.reason says what is wrong)
     ├── CardInvalid            CARD_INVALID        (data.reason: SIGNATURE, ISSUER, SHAPE)
-    └── RequirementBelowTotal  REQUIREMENT_BELOW_TOTAL (data.declared, data.required)
+    ├── RequirementBelowTotal  REQUIREMENT_BELOW_TOTAL (data.declared, data.required)
+    └── AskInvalid             ASK_INVALID         (data.reason: UNKNOWN_GROUP, DIGEST_MISMATCH)
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ __all__ = [
     "PLAN_REASONS",
     "SIGNATURE_REASON_RULES",
     "AddressInvalid",
+    "AskInvalid",
     "CardInvalid",
     "HatpError",
     "HoldExpired",
@@ -315,6 +317,16 @@ class RequirementBelowTotal(HatpError):
     """
 
     code = "REQUIREMENT_BELOW_TOTAL"
+
+
+class AskInvalid(HatpError):
+    """A request to the gateway does not fit its plan; nobody was asked.
+
+    ``data.reason`` is ``UNKNOWN_GROUP`` (the plan has no such approval group)
+    or ``DIGEST_MISMATCH`` (the digest sent is not the plan's).
+    """
+
+    code = "ASK_INVALID"
 
 
 def error_from_dict(doc: Mapping[str, Any]) -> HatpError:

@@ -96,13 +96,15 @@ def unvalidated(doc: dict[str, Any], **branch_amounts: str) -> Plan:
     return plan.model_copy(update={"branches": branches, "approvals": groups})
 
 
-def route_plan(plan: dict[str, Any] | Plan, found: Directory | None = None) -> Routed:
-    """Route group ``finance`` of ``plan`` through ``found`` (the post's directory)."""
+def route_plan(
+    plan: dict[str, Any] | Plan, found: Directory | None = None, group: str = "finance"
+) -> Routed:
+    """Route approval group ``group`` of ``plan`` through ``found`` (the post's directory)."""
     wire = plan.to_wire() if isinstance(plan, Plan) else parse_plan(plan).to_wire()
     return route(
         plan,
         digest(wire),
-        "finance",
+        group,
         found or post_directory(),
         gateway_id=GATEWAY_ID,
         key=GATEWAY_KEY,

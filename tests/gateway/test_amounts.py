@@ -8,7 +8,7 @@ import pytest
 
 from gateway.routes import branch, plan_doc, unvalidated
 from hatp._checks import unsafe_switched_off
-from hatp.errors import PlanInvalid, RequirementBelowTotal
+from hatp.errors import AskInvalid, PlanInvalid, RequirementBelowTotal
 from hatp.gateway import RequiredAmount, required_amounts
 
 
@@ -114,6 +114,8 @@ def test_a_requirement_in_a_currency_the_plan_does_not_spend_is_refused() -> Non
     assert caught.value.data["required"] == [{"value": "2000", "currency": "USD"}]
 
 
-def test_an_unknown_group_is_a_key_error() -> None:
-    with pytest.raises(KeyError):
+def test_an_unknown_group_is_refused_as_an_invalid_ask() -> None:
+    with pytest.raises(AskInvalid) as caught:
         required_amounts(plan_doc(branch("charge", "1")), "legal")
+    assert caught.value.data["reason"] == "UNKNOWN_GROUP"
+    assert "finance" in caught.value.message

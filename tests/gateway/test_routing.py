@@ -17,6 +17,7 @@ from gateway.routes import (
 )
 from hatp._checks import unsafe_switched_off
 from hatp.clock import ManualClock
+from hatp.errors import AskInvalid
 from hatp.evidence import verify_routing
 from hatp.gateway import route
 from hatp.model import Result, RoutingRecord
@@ -64,7 +65,7 @@ def test_authority_is_checked_against_the_total_plus_tolerance() -> None:
 
 
 def test_a_wrong_plan_digest_is_refused() -> None:
-    with pytest.raises(ValueError, match="not the digest"):
+    with pytest.raises(AskInvalid, match="not the digest") as caught:
         route(
             plan_doc(branch("charge", "1")),
             "sha256:" + "A" * 43,
@@ -74,6 +75,13 @@ def test_a_wrong_plan_digest_is_refused() -> None:
             key=GATEWAY_KEY,
             clock=ManualClock(START),
         )
+    assert caught.value.data["reason"] == "DIGEST_MISMATCH"
+
+
+def test_an_ask_for_a_group_the_plan_does_not_have_is_refused() -> None:
+    with pytest.raises(AskInvalid) as caught:
+        route_plan(plan_doc(branch("charge", "1")), group="legal")
+    assert caught.value.data["reason"] == "UNKNOWN_GROUP"
 
 
 def test_with_the_amount_check_off_the_record_says_absent_and_never_passes() -> None:

@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from hatp.errors import HatpError
+from hatp.errors import AskInvalid, HatpError
 from hatp.evidence._digest import digest
 from hatp.evidence._keys import Keyring
 from hatp.evidence._signing import verify
@@ -136,7 +136,7 @@ def _check_checked(routing: _Routing, tally: Tally) -> str | None:
         return None
     try:
         required = required_amounts(routing.plan_doc, record.group_id)
-    except KeyError:
+    except AskInvalid:  # RTE-DIGEST reports the record naming a group the plan lacks
         tally.absent(rule, f"the plan has no approval group {record.group_id!r}")
         return None
     except HatpError as exc:

@@ -10,6 +10,7 @@ from typing import Any
 from hatp import _checks
 from hatp.clock import Clock, format_time
 from hatp.directory import CardSource, Resolution, resolve
+from hatp.errors import AskInvalid
 from hatp.evidence import SigningKey, digest, sign
 from hatp.model import (
     ABSENT,
@@ -58,15 +59,25 @@ def route(
         RequirementBelowTotal: the group declares less than the plan needs
             ([GW-BELOW-TOTAL]).
         AddressInvalid: the group's address does not resolve to people.
-        KeyError: the plan has no approval group ``group``.
-        ValueError: ``plan_digest`` is not the digest of ``plan``.
+        AskInvalid: the plan has no approval group ``group`` (``UNKNOWN_GROUP``), or
+            ``plan_digest`` is not the plan's digest (``DIGEST_MISMATCH``).
     """
     parsed = recheck_plan(plan)
     approval = next((g for g in parsed.approvals if g.group_id == group), None)
     if approval is None:
-        raise KeyError(group)
-    if digest(parsed.to_wire()) != plan_digest:
-        raise ValueError(f"{plan_digest} is not the digest of plan {parsed.txn_id!r}")
+        raise AskInvalid(
+            f"plan {parsed.txn_id!r} has no approval group {group!r}",
+            reason="UNKNOWN_GROUP",
+            group_id=group,
+        )
+    if (actual := digest(parsed.to_wire())) != plan_digest:
+        raise AskInvalid(
+            f"{plan_digest} is not the digest of plan {parsed.txn_id!r} ({actual}); "
+            "ask about the plan the parties signed",
+            reason="DIGEST_MISMATCH",
+            sent=plan_digest,
+            actual=actual,
+        )
     checked: list[dict[str, str]] | str
     amounts: dict[str, Decimal]
     if _checks.is_on("GW-AMOUNT"):

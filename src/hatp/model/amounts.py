@@ -17,7 +17,7 @@ from decimal import ROUND_CEILING, Decimal
 from typing import Any
 
 from hatp import _checks
-from hatp.errors import PlanInvalid, RequirementBelowTotal
+from hatp.errors import AskInvalid, PlanInvalid, RequirementBelowTotal
 from hatp.model.plan import ApprovalGroup, Plan, parse_plan
 
 __all__ = ["MINOR_UNIT", "RequiredAmount", "plan_totals", "recheck_plan", "required_amounts"]
@@ -110,7 +110,7 @@ def required_amounts(plan: Mapping[str, Any] | Plan, group_id: str) -> dict[str,
         RequirementBelowTotal: the group declares an amount below
             ``with_tolerance`` in its currency, or in a currency the plan does
             not spend ([GW-BELOW-TOTAL]).
-        KeyError: the plan has no approval group ``group_id``.
+        AskInvalid: the plan has no approval group ``group_id`` (``UNKNOWN_GROUP``).
     """
     parsed = recheck_plan(plan)
     group = _group(parsed, group_id)
@@ -137,7 +137,12 @@ def _group(plan: Plan, group_id: str) -> ApprovalGroup:
     for group in plan.approvals:
         if group.group_id == group_id:
             return group
-    raise KeyError(group_id)
+    raise AskInvalid(
+        f"the plan has no approval group {group_id!r}; its groups: "
+        + (", ".join(g.group_id for g in plan.approvals) or "none"),
+        reason="UNKNOWN_GROUP",
+        group_id=group_id,
+    )
 
 
 def _round_up(value: Decimal) -> Decimal:
