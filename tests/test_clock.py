@@ -94,6 +94,17 @@ def test_a_cancelled_sleeper_is_forgotten() -> None:
     assert asyncio.run(scenario()) == 0
 
 
-def test_system_clock_sleep_until_a_past_moment_returns_at_once() -> None:
+def test_system_clock_sleep_until_returns_only_once_the_moment_has_come() -> None:
     clock = SystemClock()
-    asyncio.run(asyncio.wait_for(clock.sleep_until(clock.now() - timedelta(seconds=5)), 5))
+
+    async def scenario() -> tuple[datetime, datetime, bool]:
+        moment = clock.now() + timedelta(milliseconds=20)
+        await asyncio.wait_for(clock.sleep_until(moment), 5)
+        woke = clock.now()
+        past = asyncio.ensure_future(clock.sleep_until(clock.now() - timedelta(seconds=5)))
+        await asyncio.sleep(0)  # one turn of the loop: a moment in the past needs no more
+        return moment, woke, past.done()
+
+    moment, woke, past_done = asyncio.run(scenario())
+    assert woke >= moment
+    assert past_done

@@ -41,7 +41,6 @@ from hatp.model import (
     Branch,
     Decision,
     Plan,
-    Tier,
     TxnEvent,
     TxnState,
     parse_plan,
@@ -143,13 +142,14 @@ class Coordinator:
         """
         parsed = parse_plan(plan)
         self._check_reachable(parsed)
-        plan_digest = digest(parsed.to_wire())
+        wire = parsed.to_wire()
+        plan_digest = digest(wire)
         writer = RecordWriter(parsed.txn_id, self._clock)
         writer.append(
             TxnEvent.PLANNED.value,
             {
                 "planDigest": plan_digest,
-                "plan": parsed.to_wire(),
+                "plan": wire,
                 "coordinator": self.coordinator_id,
                 "fence": 1,
             },
@@ -157,7 +157,7 @@ class Coordinator:
         )
         fence = self._log.create(
             parsed.txn_id,
-            parsed.to_wire(),
+            wire,
             plan_digest,
             self.owner,
             self._clock.now(),
@@ -265,7 +265,9 @@ class Coordinator:
     async def _decide(self, run: TxnRun) -> None:
         """Phase 1, then the durable decision."""
         problem = await self._phase1(run)
-        problem = problem or self._lapsed_hold(run)
+        if problem is None and (lapsed := run.lapsed_hold(self._clock.now())):
+            branch_id, lease = lapsed
+            problem = f"{branch_id}: the hold's lease ended at {lease} before the decision"
         decision = Decision.ABORT if problem else Decision.COMMIT
         run.reason = problem or "every branch voted yes and every approval group approved"
         run.note(self._key, TxnEvent.DECIDED, decision=decision.value, reason=run.reason)
@@ -374,18 +376,6 @@ class Coordinator:
             self._key, TxnEvent.APPROVAL, groupId=group.group_id, approval=approval, problem=problem
         )
         return None if problem is None else f"approval {group.group_id}: {problem}"
-
-    def _lapsed_hold(self, run: TxnRun) -> str | None:
-        """A hold whose lease has already ended cannot be committed: decide abort instead."""
-        now = self._clock.now()
-        for branch in run.plan.branches:
-            receipt = run.prepares.get(branch.branch_id)
-            if branch.tier is not Tier.HOLD or receipt is None:
-                continue
-            lease = receipt.lease_expires_at
-            if (lease is None or parse_time(lease) <= now) and _checks.is_on("COORD-LEASE"):
-                return f"{branch.branch_id}: the hold's lease ended at {lease} before the decision"
-        return None
 
 
 def _describe(exc: BaseException, timeout: float | None) -> str:

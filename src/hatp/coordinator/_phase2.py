@@ -13,7 +13,7 @@ from typing import Any
 
 from hatp import _checks
 from hatp._faults import fault_point
-from hatp.clock import Clock, parse_time
+from hatp.clock import Clock
 from hatp.coordinator._calls import backoff, call_once
 from hatp.coordinator._txn import TxnRun
 from hatp.coordinator._vetting import vet_outcome
@@ -131,18 +131,14 @@ class Phase2:
 
     def _lapsed_hold(self, run: TxnRun) -> HatpError | None:
         """Before the irreversible step, every hold must still be live."""
-        now = self._clock.now()
-        for branch in run.plan.branches:
-            receipt = run.prepares.get(branch.branch_id)
-            if branch.tier is not Tier.HOLD or receipt is None or not _checks.is_on("COORD-LEASE"):
-                continue
-            lease = receipt.lease_expires_at
-            if lease is None or parse_time(lease) <= now:
-                return HoldExpired(
-                    f"the hold on {branch.branch_id} ended at {lease}, before the final step",
-                    branch_id=branch.branch_id,
-                )
-        return None
+        lapsed = run.lapsed_hold(self._clock.now())
+        if lapsed is None:
+            return None
+        branch_id, lease = lapsed
+        return HoldExpired(
+            f"the hold on {branch_id} ended at {lease}, before the final step",
+            branch_id=branch_id,
+        )
 
     async def _unwind(self, run: TxnRun, branch_id: str, error: HatpError) -> None:
         run.reason = f"{branch_id}: {error}"

@@ -12,14 +12,18 @@ receipt.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
+from hatp import _checks
+from hatp.clock import parse_time
 from hatp.evidence import RecordWriter, SigningKey
 from hatp.model import (
     Decision,
     OutcomeReceipt,
     Plan,
     PrepareReceipt,
+    Tier,
     TxnEvent,
     TxnState,
     Vote,
@@ -73,6 +77,22 @@ class TxnRun:
         self.released = release
         if state is not None:
             self.state = state
+
+    def lapsed_hold(self, now: datetime) -> tuple[str, str | None] | None:
+        """The first hold whose lease has ended by ``now``: ``(branchId, leaseExpiresAt)``.
+
+        Such a hold cannot be committed [COORD-LEASE]; ``None`` when every hold is live.
+        """
+        if not _checks.is_on("COORD-LEASE"):
+            return None
+        for branch in self.plan.branches:
+            receipt = self.prepares.get(branch.branch_id)
+            if branch.tier is not Tier.HOLD or receipt is None:
+                continue
+            lease = receipt.lease_expires_at
+            if lease is None or parse_time(lease) <= now:
+                return branch.branch_id, lease
+        return None
 
     def restore(self, events: list[dict[str, Any]]) -> None:
         """Rebuild votes, commits and undos from a logged record (after a takeover)."""

@@ -12,7 +12,7 @@ import functools
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from decimal import Decimal
 
 from sqlalchemy import (
@@ -30,6 +30,7 @@ from sqlalchemy import (
 )
 
 from hatp.participant import Operation, Refuse, Work
+from hatp.store import from_ms, to_ms
 
 CENT = Decimal("0.01")
 
@@ -152,16 +153,6 @@ def read_lines(conn: Connection, ledger: Table, txn_id: str | None = None) -> li
 def kinds(conn: Connection, ledger: Table, txn_id: str) -> Counter[str]:
     """Count one transaction's ledger lines by kind."""
     return Counter(line.kind for line in read_lines(conn, ledger, txn_id))
-
-
-def to_ms(moment: datetime) -> int:
-    """Return a time as integer milliseconds since the epoch (how the store keeps times)."""
-    return int(moment.timestamp() * 1000)
-
-
-def from_ms(ms: int) -> datetime:
-    """Return the UTC time ``ms`` milliseconds after the epoch."""
-    return datetime.fromtimestamp(ms / 1000, tz=UTC)
 
 
 def money(value: Decimal) -> str:

@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from hatp.directory._cards import verify_card
-from hatp.directory._resolve import Resolution, make_ask, resolve_cards
+from hatp.directory._resolve import Ask, Resolution, resolve_cards
 from hatp.errors import CardInvalid, InvalidJson
 from hatp.evidence import Keyring, PublicKey, parse_json
-from hatp.model import Address, HumanCard, PublicJwk, Requirement, WellKnown
+from hatp.model import Address, HumanCard, PublicJwk, Requirement, WellKnown, parse_address
 from hatp.version import PROTOCOL_VERSION
 
 
@@ -48,14 +48,14 @@ def resolve(
     Raises:
         AddressInvalid: the address does not parse, or is an agent's.
     """
-    ask = make_ask(
-        address,
-        requirement,
-        amounts=amounts,
-        on_behalf_of=on_behalf_of,
-        initiator_principal=initiator_principal,
-        deadline_seconds=deadline_seconds,
-        passkey_required=passkey_required,
+    ask = Ask(
+        address if isinstance(address, Address) else parse_address(address),
+        requirement if isinstance(requirement, str) else requirement.action,
+        dict(amounts),
+        on_behalf_of,
+        initiator_principal,
+        deadline_seconds,
+        passkey_required,
     )
     return resolve_cards(source.cards(), ask)
 

@@ -18,7 +18,7 @@ from fractions import Fraction
 
 from hatp import _checks
 from hatp.errors import AddressInvalid
-from hatp.model import Address, AddressKind, HumanCard, Requirement, Status, parse_address
+from hatp.model import Address, AddressKind, HumanCard, Status
 
 
 class ExclusionRule(StrEnum):
@@ -203,31 +203,3 @@ def _first_exclusion(card: HumanCard, ask: Ask) -> Exclusion | None:
         if detail is not None and _checks.is_on(check_id):
             return Exclusion(card.id, rule, detail)
     return None
-
-
-def make_ask(
-    address: Address | str,
-    requirement: Requirement | str,
-    *,
-    amounts: Mapping[str, Decimal],
-    on_behalf_of: str,
-    initiator_principal: str | None = None,
-    deadline_seconds: float | None = None,
-    passkey_required: bool = False,
-) -> Ask:
-    """Build an :class:`Ask`, parsing the address.
-
-    Raises:
-        AddressInvalid: the address does not parse.
-    """
-    parsed = address if isinstance(address, Address) else parse_address(address)
-    action = requirement if isinstance(requirement, str) else requirement.action
-    return Ask(
-        parsed,
-        action,
-        dict(amounts),
-        on_behalf_of,
-        initiator_principal,
-        deadline_seconds,
-        passkey_required,
-    )

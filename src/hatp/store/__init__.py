@@ -9,5 +9,15 @@ The durability rules are in ``docs/spec.md`` ([STORE-DURABLE] and after).
 from hatp.store._branches import BranchRow, BranchStore
 from hatp.store._engine import Store, open_store
 from hatp.store._log import DecisionLog, TxnRow
+from hatp.store._schema import from_ms, to_ms
 
-__all__ = ["BranchRow", "BranchStore", "DecisionLog", "Store", "TxnRow", "open_store"]
+__all__ = [
+    "BranchRow",
+    "BranchStore",
+    "DecisionLog",
+    "Store",
+    "TxnRow",
+    "from_ms",
+    "open_store",
+    "to_ms",
+]
