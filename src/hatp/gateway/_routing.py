@@ -18,7 +18,6 @@ from hatp.model import (
     Plan,
     RoutedHuman,
     RoutingRecord,
-    plan_totals,
     recheck_plan,
     required_amounts,
 )
@@ -112,7 +111,7 @@ def route(
         "groupId": group,
         "address": approval.address,
         "gateway": gateway_id,
-        "planTotals": _money(plan_totals(parsed)),
+        "planTotals": _money(parsed.totals()),
         "checked": checked,
         "humans": [h.to_wire() for h in humans],
         "time": format_time(clock.now()),

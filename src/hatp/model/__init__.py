@@ -5,7 +5,7 @@ This package imports nothing above it, so an auditor can use it alone.
 
 from hatp.model._base import Digest, Kid, WireModel, WireTime
 from hatp.model.address import MAX_QUORUM, Address, AddressKind, parse_address
-from hatp.model.amounts import RequiredAmount, plan_totals, recheck_plan, required_amounts
+from hatp.model.amounts import RequiredAmount, recheck_plan, required_amounts
 from hatp.model.card import (
     WELL_KNOWN_PATH,
     Authority,
@@ -112,7 +112,6 @@ __all__ = [
     "parse_card",
     "parse_card_body",
     "parse_plan",
-    "plan_totals",
     "recheck_plan",
     "required_amounts",
 ]

@@ -20,7 +20,7 @@ from hatp import _checks
 from hatp.errors import AskInvalid, PlanInvalid, RequirementBelowTotal
 from hatp.model.plan import ApprovalGroup, Plan, parse_plan
 
-__all__ = ["MINOR_UNIT", "RequiredAmount", "plan_totals", "recheck_plan", "required_amounts"]
+__all__ = ["MINOR_UNIT", "RequiredAmount", "recheck_plan", "required_amounts"]
 
 #: Every currency is rounded to two decimals (cents); currencies with another
 #: minor unit are still rounded to 0.01, which only ever asks for a little more.
@@ -81,23 +81,6 @@ def _refuse(holder: Any, reason: str, where: str, member: str) -> None:
         )
 
 
-def plan_totals(plan: Plan) -> dict[str, Decimal]:
-    """Return what the plan spends per currency, each payment counted once.
-
-    The gateway's own sum (the plan's :meth:`~hatp.model.Plan.totals` is the
-    coordinator's): only branches no other branch settles are added up, and
-    currencies are never converted.
-    """
-    settled = {target for branch in plan.branches for target in branch.settles}
-    out: dict[str, Decimal] = {}
-    for branch in plan.branches:
-        if branch.amount is None or branch.branch_id in settled:
-            continue
-        currency = branch.amount.currency
-        out[currency] = out.get(currency, Decimal(0)) + Decimal(branch.amount.value)
-    return dict(sorted(out.items()))
-
-
 def required_amounts(plan: Mapping[str, Any] | Plan, group_id: str) -> dict[str, RequiredAmount]:
     """Return, per currency the plan spends, what approval group ``group_id`` must cover.
 
@@ -117,7 +100,7 @@ def required_amounts(plan: Mapping[str, Any] | Plan, group_id: str) -> dict[str,
     tolerance = Decimal(group.requirement.tolerance)
     required = {
         currency: RequiredAmount(total, tolerance, _round_up(total * (1 + tolerance)))
-        for currency, total in plan_totals(parsed).items()
+        for currency, total in sorted(parsed.totals().items())
     }
     declared = group.requirement.amount
     if declared is not None and _checks.is_on("GW-BELOW-TOTAL"):
