@@ -1,8 +1,8 @@
 """The benchmark's rig: fresh trip worlds on SQLite or PostgreSQL, and bare commits.
 
 A :class:`Rig` is one trip world (:mod:`hatp.demo.trip`) with its own stores,
-a decision log and a coordinator with an approving scripted gateway. Each
-transaction takes one of the demo airline's economy seats, and a world is
+a decision log and a coordinator with acme's Human Gateway, whose people approve
+at once. Each transaction takes one of the demo airline's economy seats, and a world is
 stocked only when first opened, so every measured batch gets a fresh rig.
 :class:`Backend` says where a rig's stores live; :class:`BareCommit` is the
 one durable commit of the floor, done without hatp. Used by
@@ -26,14 +26,13 @@ import psycopg
 from sqlalchemy.engine import URL, make_url
 
 from hatp.clock import SystemClock
-from hatp.coordinator import Outcome, ScriptedAnswer, ScriptedGateway
+from hatp.coordinator import Outcome
 from hatp.demo import _airline
-from hatp.demo.trip import CARD, GATEWAY, PARTICIPANT_IDS, TripWorld, trip_plan
-from hatp.model import ApprovalDecision, TxnState
+from hatp.demo.trip import CARD, PARTICIPANT_IDS, TripWorld, trip_plan
+from hatp.model import TxnState
 from hatp.participant import Participant, Relay
 from hatp.store import DecisionLog, Store, open_store
 
-APPROVER = "human://acme.com/role/finance-approver/bob"
 #: The demo airline's economy seats (rows 4-30, A-F): one per transaction.
 #: Business seats cost more than the plan allows, so the airline votes no on them.
 ECONOMY = tuple(
@@ -124,10 +123,8 @@ class Rig:
                 pid: TimedParticipant(p, spans.participants)
                 for pid, p in self.world.participants.items()
             }
-        answer = ScriptedAnswer(ApprovalDecision.APPROVE, APPROVER)
-        gateway = ScriptedGateway(
-            GATEWAY, self.world.keys["gateway"], self.clock, {"finance": answer}
-        )
+        # acme's Human Gateway; whoever it asks approves at once, with a signed vote.
+        gateway = self.world.gateway(self.world.scripted_people("approve"))
         self.coordinator = self.world.coordinator(log, gateway, links=links)
         self.tag = tag
         self._seats = iter(ECONOMY)

@@ -348,7 +348,14 @@ def run_backend(backend: Backend, settings: Settings) -> BackendResult:
     with backend.rig() as rig:
         asyncio.run(rig.warm_up(settings.warmup))
         census = take_census(rig)
-        floor = Floor.from_census(census, list(rig.world.keys.values()), rig.world.keyring)
+        directory_key = SigningKey.load(rig.world.folder / "keys" / "directory.jwk")
+        keys = [*rig.world.keys.values(), *rig.world.people.values(), directory_key]
+        # Votes verify under the keys on people's cards: the floor's keyring holds them too.
+        keyring = Keyring.from_json(rig.world.keyring.to_json())
+        for person, key in rig.world.people.items():
+            keyring.add(key.public, person)
+            keyring.trust(person)
+        floor = Floor.from_census(census, keys, keyring)
     bare = backend.bare_commit()
     try:
         for _ in range(3):

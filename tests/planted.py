@@ -18,7 +18,7 @@ import json
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal
 
@@ -37,8 +37,21 @@ from hatp.evidence import (
 )
 from hatp.evidence._b64 import b64url_decode, b64url_encode
 from hatp.model import Result
-from txn_records import BRANCHES, COMMIT_ORDER, COORDINATOR, TxnBuilder, trip_plan
+from txn_records import (
+    ALICE,
+    BOB,
+    BRANCHES,
+    COMMIT_ORDER,
+    COORDINATOR,
+    DANA,
+    ERIN,
+    GATEWAY,
+    TxnBuilder,
+    signed_card,
+    trip_plan,
+)
 from txn_records import KEYS as TXN_KEYS
+from txn_records import START as TXN_START
 
 FIXTURES = Path(__file__).parent / "fixtures" / "bad"
 TRUSTED = "https://directory.acme.example"
@@ -406,6 +419,95 @@ def _txn_aborted_effect_left() -> Any:
     return b.aborted("pay", "flight", "hotel").outcome("aborted").sealed()
 
 
+# Approvals whose evidence breaks one rule: the gateway's key signs each approval
+# (and its routing record), so only the approval rule under test can notice.
+
+
+def _committed_on(
+    make: Callable[[TxnBuilder], dict[str, Any]], plan: dict[str, Any] | None = None
+) -> Any:
+    """A committed trip whose finance approval is ``make(builder)``."""
+    b = TxnBuilder(plan).voted(approval=None)
+    b.approved(approval=make(b)).decided("commit").committed(*COMMIT_ORDER)
+    return b.outcome("committed").sealed()
+
+
+def _txn_vote_tampered() -> Any:
+    # Alice rejected; the gateway turns her vote into an approve.
+    return _committed_on(
+        lambda b: b.approval(votes=[{**b.vote(ALICE, "reject"), "decision": "approve"}])
+    )
+
+
+def _txn_vote_signed_by_gateway() -> Any:
+    return _committed_on(lambda b: b.approval(votes=[b.vote(ALICE, key=TXN_KEYS[GATEWAY])]))
+
+
+#: A key the gateway made for Alice, on a card an untrusted "directory" signed.
+_MADE_UP = SigningKey.from_seed(bytes([15]) * 32, f"{ALICE}#key-2")
+
+
+def _txn_card_untrusted() -> Any:
+    card = signed_card(
+        "alice", key=KEYS["outsider"], issuer=UNTRUSTED, keys=[_MADE_UP.public.to_jwk()]
+    )
+    return _committed_on(lambda b: b.approval(votes=[b.vote(ALICE, key=_MADE_UP)], cards=[card]))
+
+
+def _txn_quorum_short() -> Any:
+    return _committed_on(lambda b: b.approval(votes=[b.vote(ALICE)]), trip_plan(quorum="2-of-3"))
+
+
+def _txn_self_approved() -> Any:
+    return _committed_on(lambda b: b.approval(votes=[b.vote(DANA)]))
+
+
+def _txn_over_authority() -> Any:
+    return _committed_on(lambda b: b.approval(votes=[b.vote(ERIN)]))
+
+
+def _txn_late_vote() -> Any:
+    late = format_time(TXN_START + timedelta(minutes=20))
+    return _committed_on(lambda b: b.approval(votes=[b.vote(ALICE, time=late)]))
+
+
+def _txn_check_lowered() -> Any:
+    # Erin (limit 500) approves a 1,938 USD trip: the gateway says it checked 500 USD.
+    def make(b: TxnBuilder) -> dict[str, Any]:
+        routing = b.routing(
+            decided={ERIN: "approve"}, checked=[{"value": "500", "currency": "USD"}]
+        )
+        return b.approval(votes=[b.vote(ERIN)], routing=routing)
+
+    return _committed_on(make)
+
+
+def _txn_no_amount_check() -> Any:
+    return _committed_on(
+        lambda b: b.approval(routing=b.routing(decided={ALICE: "approve"}, checked="absent"))
+    )
+
+
+def _txn_voter_not_decided() -> Any:
+    return _committed_on(lambda b: b.approval(routing=b.routing(decided={})))
+
+
+def _txn_approver_without_vote() -> Any:
+    return _committed_on(
+        lambda b: b.approval(
+            votes=[b.vote(ALICE)],
+            approvers=[ALICE, BOB],
+            cards=[signed_card("alice"), signed_card("bob")],
+        )
+    )
+
+
+def _txn_pending_forged() -> Any:
+    b = TxnBuilder().voted(approval=None)
+    b.pending_asked(pending=b.pending(by=COORDINATOR)).approved().decided("commit")
+    return b.committed(*COMMIT_ORDER).outcome("committed").sealed()
+
+
 CASES: tuple[Planted, ...] = (
     Planted("duplicate-key-amount", "JSON-DUPLICATE-KEY", "json",
             "two parsers would read different amounts", _duplicate_amount),
@@ -472,9 +574,11 @@ CASES: tuple[Planted, ...] = (
             "the airline's yes vote was for another version of the plan", _txn_vote_for_other_plan),
     Planted("txn-forged-vote", "TXN-SIGNER", "record",
             "the coordinator signs the hotel's yes vote itself", _txn_forged_vote),
+    # With SIG-CRYPTO off the flipped approval reads as the gateway's, and the
+    # approval rules see its reject vote (TXN-APPROVERS, TXN-QUORUM).
     Planted("txn-flipped-approval", "TXN-SIGNER", "record",
             "finance rejected; the approval edited to approve after the gateway signed it",
-            _txn_flipped_approval, via=("SIG-CRYPTO",)),
+            _txn_flipped_approval, via=("SIG-CRYPTO",), sole=False),
     Planted("txn-commit-before-decision", "TXN-DECIDED", "record",
             "the calendar committed before the decision was logged", _txn_commit_before_decision),
     Planted("txn-commit-without-approval", "TXN-VOTES", "record",
@@ -492,6 +596,37 @@ CASES: tuple[Planted, ...] = (
     Planted("txn-aborted-effect-left", "TXN-OUTCOME", "record",
             "the outcome says aborted, but the calendar entry was never undone",
             _txn_aborted_effect_left),
+    Planted("txn-pending-forged", "TXN-SIGNER", "record",
+            "the coordinator signs the gateway's pending answer itself", _txn_pending_forged),
+    Planted("txn-vote-tampered", "TXN-VOTE-SIGNED", "record",
+            "alice rejected; the gateway edited her vote to approve", _txn_vote_tampered,
+            via=("SIG-CRYPTO",)),
+    Planted("txn-vote-signed-by-gateway", "TXN-VOTE-SIGNED", "record",
+            "the gateway signs alice's approve with its own key, which is not on her card",
+            _txn_vote_signed_by_gateway),
+    Planted("txn-card-untrusted-issuer", "TXN-CARD-SIGNED", "record",
+            "alice's card, with a key the gateway made, signed by a directory nobody trusts",
+            _txn_card_untrusted, via=("SIG-ISSUER",)),
+    Planted("txn-quorum-short", "TXN-QUORUM", "record",
+            "a 2-of-3 finance approval with one approver", _txn_quorum_short),
+    Planted("txn-self-approved", "TXN-SOD", "record",
+            "dana approves the trip the agent books on her behalf", _txn_self_approved),
+    Planted("txn-over-authority", "TXN-AUTHORITY", "record",
+            "erin, limit 500 USD, approves a 1,938 USD trip", _txn_over_authority),
+    Planted("txn-late-vote", "TXN-VOTE-LATE", "record",
+            "alice's vote came after decideBy; the gateway dated the approval before it",
+            _txn_late_vote),
+    Planted("txn-check-lowered", "TXN-ROUTING", "record",
+            "erin approves; the gateway's routing record says it checked 500 USD, not 1,938",
+            _txn_check_lowered, via=("RTE-CHECKED",)),
+    Planted("txn-no-amount-check", "TXN-ROUTING", "record",
+            "a routing record that ran no amount check (checked: absent); absent never passes",
+            _txn_no_amount_check, sole=False),
+    Planted("txn-voter-not-decided", "TXN-ROUTED", "record",
+            "alice's vote counted, but the routing record never shows her deciding",
+            _txn_voter_not_decided),
+    Planted("txn-approver-without-vote", "TXN-APPROVERS", "record",
+            "bob listed as an approver without a vote of his", _txn_approver_without_vote),
 )  # fmt: skip
 
 

@@ -61,12 +61,18 @@ def test_every_switchable_check_in_the_code_has_a_planted_violation() -> None:
     for path in SRC.rglob("*.py"):
         switches.update(re.findall(r'is_on\("([A-Z0-9-]+)"\)', path.read_text()))
     # The record and transaction rules switch through the verifier's tally, by rule id.
-    for module in ("evidence/_verify.py", "evidence/_verify_txn.py"):
+    for module in (
+        "evidence/_verify.py",
+        "evidence/_verify_txn.py",
+        "evidence/_verify_approval.py",
+    ):
         switches.update(re.findall(r'"((?:REC|TXN)-[A-Z-]+)"', (SRC / module).read_text()))
     assert switches, "no switchable checks found: the scan is broken"
     # Documents live in planted.py; live-protocol cases beside the role they attack.
     from coordinator.test_switch_off import CASES as COORDINATOR_CASES
     from directory.test_switch_off import CASES as DIRECTORY_CASES
+    from gateway.test_gateway_switch_off import CASES as GATEWAY_VOTE_CASES
+    from gateway.test_planted_txns import CASES as PLANTED_TXNS
     from gateway.test_switch_off import CASES as GATEWAY_CASES
     from participant.test_switch_off import CASES as PARTICIPANT_CASES
 
@@ -76,6 +82,8 @@ def test_every_switchable_check_in_the_code_has_a_planted_violation() -> None:
         | {case.check for case in COORDINATOR_CASES}
         | set(DIRECTORY_CASES)
         | {check for case in GATEWAY_CASES.values() for check in case.checks}
+        | {check for case in GATEWAY_VOTE_CASES.values() for check in case.checks}
+        | {check for case in PLANTED_TXNS for check in case.checks}
     )
     assert switches <= planted, f"checks with no planted violation: {switches - planted}"
 

@@ -8,6 +8,11 @@ of :class:`PrepareReceipt`, :class:`OutcomeReceipt` or :class:`Approval`,
 and checked against that model; every event is signed by the coordinator,
 as the coordinator writes them (docs/spec.md §14, §15).
 
+An approval carries real evidence (§19): the finance approvers of acme.com
+(:data:`PEOPLE`) have Ed25519 keys on Human Cards signed by acme's directory,
+their votes are signed with those keys, and the routing record is the one
+:func:`hatp.gateway.route` signs, finished with what happened to each person.
+
 :class:`TxnBuilder` writes one event per call, so a test can write the
 record of a transaction that broke a rule as easily as a good one: that is
 what an attacker holding the coordinator key can do. :func:`committed_trip`,
@@ -19,13 +24,25 @@ reproducible byte for byte (the planted fixtures depend on it).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from directory.people import ISSUER as DIRECTORY
+from directory.people import card, passkey
 from hatp.clock import ManualClock, format_time
+from hatp.directory import Directory, sign_card
 from hatp.evidence import Keyring, RecordWriter, SigningKey, digest, sign
-from hatp.model import Approval, OutcomeReceipt, PrepareReceipt, parse_plan
+from hatp.gateway import Routed, route
+from hatp.model import (
+    Approval,
+    HumanVote,
+    OutcomeReceipt,
+    PendingVote,
+    PrepareReceipt,
+    RoutingRecord,
+    parse_plan,
+)
 from hatp.version import PROTOCOL_VERSION
 
 COORDINATOR = "https://coordinator.acme.com"
@@ -34,12 +51,25 @@ HOTEL = "mcp://hotel.example"
 CALENDAR = "mcp://calendar.example"
 PAYMENTS = "mcp://payments.example"
 GATEWAY = "https://gateway.acme.com"
-PARTIES = (COORDINATOR, AIRLINE, HOTEL, CALENDAR, PAYMENTS, GATEWAY)
+#: acme's directory signs the Human Cards (its issuer is ``https://directory.acme.com``).
+PARTIES = (COORDINATOR, AIRLINE, HOTEL, CALENDAR, PAYMENTS, GATEWAY, DIRECTORY)
 #: Each party's key; its issuer is the party itself.
 KEYS = {
     party: SigningKey.from_seed(bytes([70 + n]) * 32, f"{party}#key-1")
     for n, party in enumerate(PARTIES)
 }
+FINANCE = "human://acme.com/role/finance-approver"
+#: acme.com's finance approvers: name -> approve.spend limit in USD. Dana is who
+#: the agent acts for (separation of duties passes her over); Erin's limit is low.
+PEOPLE = {"alice": "10000", "bob": "10000", "carol": "10000", "dana": "50000", "erin": "500"}
+#: Each person's own key, on their card: what signs their votes.
+PERSON_KEYS = {
+    f"human://acme.com/{name}": SigningKey.from_seed(
+        bytes([110 + n]) * 32, f"human://acme.com/{name}#key-1"
+    )
+    for n, name in enumerate(PEOPLE)
+}
+ALICE, BOB, CAROL, DANA, ERIN = PERSON_KEYS
 START = datetime(2026, 12, 2, 16, 48, 8, 123000, tzinfo=UTC)
 TXN_ID = "txn-trip-0001"
 #: Branch id -> (participant, tier), in plan order.
@@ -58,8 +88,11 @@ def keyring() -> Keyring:
     return Keyring(((k.public, party) for party, k in KEYS.items()), trusted_issuers=PARTIES)
 
 
-def trip_plan(txn_id: str = TXN_ID, *, pay: str = "1900.00") -> dict[str, Any]:
-    """Return the trip's plan in its normal form (what ``txn.planned`` carries)."""
+def trip_plan(
+    txn_id: str = TXN_ID, *, pay: str = "1900.00", quorum: str | None = None
+) -> dict[str, Any]:
+    """Return the trip's plan in its normal form (what ``txn.planned`` carries);
+    ``quorum`` (``"2-of-3"``) asks finance for that many people."""
     plan = {
         "hatpVersion": PROTOCOL_VERSION,
         "txnId": txn_id,
@@ -77,7 +110,7 @@ def trip_plan(txn_id: str = TXN_ID, *, pay: str = "1900.00") -> dict[str, Any]:
         "approvals": [
             {
                 "groupId": "finance",
-                "address": "human://acme.com/role/finance-approver",
+                "address": FINANCE if quorum is None else f"{FINANCE}?quorum={quorum}",
                 "requirement": {"action": "approve.spend", "tolerance": "0.02"},
             }
         ],
@@ -85,6 +118,20 @@ def trip_plan(txn_id: str = TXN_ID, *, pay: str = "1900.00") -> dict[str, Any]:
         "agentText": {"summary": "Book Dana's Berlin trip: flight, hotel, calendar, card."},
     }
     return parse_plan(plan).to_wire()
+
+
+def signed_card(name: str, *, key: SigningKey | None = None, **changes: Any) -> dict[str, Any]:
+    """``name``'s Human Card with their own key (and a passkey), signed by ``key``
+    (acme's directory unless given); ``changes`` override members before signing."""
+    person = f"human://acme.com/{name}"
+    keys = [PERSON_KEYS[person].public.to_jwk(), passkey(name)] if person in PERSON_KEYS else []
+    body = card(name, PEOPLE.get(name, "10000"), **{"keys": keys, **changes})
+    return sign_card(body, key or KEYS[DIRECTORY])
+
+
+def directory() -> Directory:
+    """acme's directory of :data:`PEOPLE`, as the gateway routes on it."""
+    return Directory(DIRECTORY, [signed_card(name) for name in PEOPLE], keyring())
 
 
 def _branch(
@@ -161,28 +208,136 @@ class TxnBuilder:
         }
         return self._signed(receipt, by or participant, OutcomeReceipt)
 
+    def ask_id(self, group_id: str = "finance") -> str:
+        """The gateway's id for its ask of ``group_id`` about this plan."""
+        return f"ask-{self.txn_id}-{group_id}"
+
+    def vote(
+        self,
+        human: str,
+        decision: str = "approve",
+        *,
+        group_id: str = "finance",
+        key: SigningKey | None = None,
+        **change: Any,
+    ) -> dict[str, Any]:
+        """``human``'s signed vote, with the key on their card unless ``key`` is given."""
+        vote = {
+            "hatpVersion": PROTOCOL_VERSION,
+            "kind": "human-vote",
+            "askId": self.ask_id(group_id),
+            "txnId": self.txn_id,
+            "planDigest": self.plan_digest,
+            "groupId": group_id,
+            "human": human,
+            "decision": decision,
+            "time": self.now(),
+            **change,
+        }
+        signed = sign(vote, key or PERSON_KEYS[human])
+        HumanVote.model_validate(signed)
+        return signed
+
+    def routing(
+        self, group_id: str = "finance", decided: Mapping[str, str] | None = None, **change: Any
+    ) -> dict[str, Any]:
+        """The gateway's final signed routing record: the record :func:`route` signs,
+        with each person in ``decided`` (id -> decision) decided, the other
+        candidates not reached. ``change`` overrides members before signing."""
+        routed = self._routed(group_id)
+        if decided is None:
+            first = routed.resolution.candidate_ids[: routed.resolution.needed]
+            decided = dict.fromkeys(first, "approve")
+        humans = []
+        for human in routed.record["humans"]:
+            if human["id"] in decided:
+                human = {"id": human["id"], "result": "decided", "detail": decided[human["id"]]}
+            elif human["result"] == "candidate":
+                human = {**human, "result": "not-reached"}
+            humans.append(human)
+        # A gateway that asked someone its resolution passed over (planted cases) says so.
+        seen = {h["id"] for h in humans}
+        humans += [
+            {"id": person, "result": "decided", "detail": decision}
+            for person, decision in decided.items()
+            if person not in seen
+        ]
+        body = {k: v for k, v in routed.record.items() if k != "signature"}
+        return self._signed({**body, "humans": humans, **change}, GATEWAY, RoutingRecord)
+
     def approval(
         self,
         group_id: str = "finance",
         decision: str = "approve",
         *,
         by: str = GATEWAY,
+        votes: Sequence[dict[str, Any]] | None = None,
         **change: Any,
     ) -> dict[str, Any]:
-        """The gateway's signed account of one approval group's decision."""
+        """The gateway's signed account of one approval group's decision, with its evidence.
+
+        By default the top N candidates (N of the group's quorum; one for a
+        reject) vote ``decision``; ``votes`` gives other votes. The cards are
+        the voters', the approvers those who voted approve, the routing record
+        the final one; ``change`` overrides any member before signing.
+        """
+        if votes is None:
+            resolution = self._routed(group_id).resolution
+            asked = resolution.candidate_ids[: resolution.needed if decision == "approve" else 1]
+            votes = [self.vote(person, decision, group_id=group_id) for person in asked]
+        voters = list(dict.fromkeys(v["human"] for v in votes))
+        approvers = list(dict.fromkeys(v["human"] for v in votes if v["decision"] == "approve"))
+        decided = {v["human"]: v["decision"] for v in votes}
         approval = {
             "hatpVersion": PROTOCOL_VERSION,
             "kind": "approval",
+            "askId": self.ask_id(group_id),
             "txnId": self.txn_id,
             "planDigest": self.plan_digest,
             "groupId": group_id,
             "decision": decision,
-            "approver": "human://acme.com/bob",
+            "approvers": approvers,
+            "reason": f"{len(approvers)} of {group_id} approved"
+            if decision == "approve"
+            else f"{', '.join(voters) or 'nobody'} rejected",
+            "withdrawn": False,
+            "votes": list(votes),
+            "cards": [signed_card(person.rsplit("/", 1)[1]) for person in voters],
+            "routing": self.routing(group_id, decided),
             "gateway": GATEWAY,
             "decidedAt": self.now(),
             **change,
         }
         return self._signed(approval, by, Approval)
+
+    def pending(
+        self, group_id: str = "finance", *, by: str = GATEWAY, **change: Any
+    ) -> dict[str, Any]:
+        """The gateway's signed word that ``group_id`` is asked and not yet decided."""
+        pending = {
+            "hatpVersion": PROTOCOL_VERSION,
+            "kind": "pending",
+            "askId": self.ask_id(group_id),
+            "txnId": self.txn_id,
+            "planDigest": self.plan_digest,
+            "groupId": group_id,
+            "gateway": GATEWAY,
+            "decideBy": self.plan["deadlines"]["decideBy"],
+            "time": self.now(),
+            **change,
+        }
+        return self._signed(pending, by, PendingVote)
+
+    def _routed(self, group_id: str) -> Routed:
+        return route(
+            self.plan,
+            self.plan_digest,
+            group_id,
+            directory(),
+            gateway_id=GATEWAY,
+            key=KEYS[GATEWAY],
+            clock=ManualClock(self.clock.now()),
+        )
 
     # --- events ----------------------------------------------------------------
 
@@ -218,6 +373,14 @@ class TxnBuilder:
     ) -> TxnBuilder:
         approval = approval if approval is not None else self.approval(group_id, decision)
         self.event("txn.approval", groupId=group_id, approval=approval, problem=None)
+        return self
+
+    def pending_asked(
+        self, group_id: str = "finance", pending: dict[str, Any] | None = None
+    ) -> TxnBuilder:
+        """Log the gateway's pending answer to the coordinator's ask (txn.pending)."""
+        pending = pending if pending is not None else self.pending(group_id)
+        self.event("txn.pending", groupId=group_id, pending=pending)
         return self
 
     def decided(self, decision: str, reason: str = "") -> TxnBuilder:
@@ -273,11 +436,14 @@ class TxnBuilder:
 
     # --- common openings -------------------------------------------------------
 
-    def voted(self, *, approval: str | None = "approve") -> TxnBuilder:
-        """Plan, every branch votes yes, and the finance group answers (unless None)."""
+    def voted(self, *, approval: str | None = "approve", pending: bool = False) -> TxnBuilder:
+        """Plan, every branch votes yes, and the finance group answers (unless None),
+        first with a pending answer if ``pending``."""
         self.planned()
         for branch_id in BRANCHES:
             self.prepared(branch_id)
+        if pending:
+            self.pending_asked("finance")
         if approval is not None:
             self.approved("finance", approval)
         return self

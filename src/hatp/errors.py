@@ -26,7 +26,9 @@ MCP JSON-RPC error.
     ├── AddressInvalid         ADDRESS_INVALID     (data.reason says what is wrong)
     ├── CardInvalid            CARD_INVALID        (data.reason: SIGNATURE, ISSUER, SHAPE)
     ├── RequirementBelowTotal  REQUIREMENT_BELOW_TOTAL (data.declared, data.required)
-    └── AskInvalid             ASK_INVALID         (data.reason: UNKNOWN_GROUP, DIGEST_MISMATCH)
+    ├── AskInvalid             ASK_INVALID         (data.reason: UNKNOWN_GROUP, DIGEST_MISMATCH)
+    ├── QuestionInvalid        QUESTION_INVALID    (data.reason: a key of QUESTION_REASONS)
+    └── AnswerInvalid          ANSWER_INVALID      (data.reason: a key of ANSWER_REASONS)
 """
 
 from __future__ import annotations
@@ -36,10 +38,13 @@ from typing import Any, ClassVar
 
 __all__ = [
     "ADDRESS_REASONS",
+    "ANSWER_REASONS",
     "CARD_REASONS",
     "PLAN_REASONS",
+    "QUESTION_REASONS",
     "SIGNATURE_REASON_RULES",
     "AddressInvalid",
+    "AnswerInvalid",
     "AskInvalid",
     "CardInvalid",
     "HatpError",
@@ -52,6 +57,7 @@ __all__ = [
     "ParticipantUnavailable",
     "PlanInvalid",
     "PreconditionChanged",
+    "QuestionInvalid",
     "RecordInvalid",
     "RequirementBelowTotal",
     "SignatureInvalid",
@@ -329,6 +335,60 @@ class AskInvalid(HatpError):
     code = "ASK_INVALID"
 
 
+class QuestionInvalid(HatpError):
+    """A question an agent sent the gateway is refused; nobody was asked.
+
+    ``data.reason`` is a key of :data:`QUESTION_REASONS`; ``data.where`` is a
+    JSON Pointer into the question when there is one.
+    """
+
+    code = "QUESTION_INVALID"
+
+    @property
+    def reason(self) -> str:
+        """The stable reason code, e.g. ``SHAPE`` or ``SCHEMA``."""
+        return str(self.data.get("reason"))
+
+
+#: Every ``QUESTION_INVALID`` reason and the rule it enforces (docs/spec.md §19).
+QUESTION_REASONS: dict[str, str] = {
+    "SHAPE": "a question has the Question form (members, types, lengths) [Q-SHAPE]",
+    "FIELDS": "choose carries options, form a schema, text at most maxLength; no other [Q-SHAPE]",
+    "DUPLICATE_OPTION": "no option is listed twice [Q-SHAPE]",
+    "ADDRESS": "the address is a human:// address the gateway can route [Q-SHAPE]",
+    "SCHEMA": "a form's schema is a valid JSON Schema (draft 2020-12) [Q-SCHEMA]",
+    "REF": "every $ref of a form's schema is a JSON Pointer into itself ('#/…') [Q-SCHEMA]",
+}
+
+
+class AnswerInvalid(HatpError):
+    """A person's answer does not fit the question; it is refused and never signed.
+
+    ``data.reason`` is a key of :data:`ANSWER_REASONS`; for a form answer
+    ``data.where`` is the JSON Pointer of the first member that fails the
+    schema. The ask stays open: the person can answer again.
+    """
+
+    code = "ANSWER_INVALID"
+
+    @property
+    def reason(self) -> str:
+        """The stable reason code, e.g. ``NOT_AN_OPTION`` or ``TOO_LONG``."""
+        return str(self.data.get("reason"))
+
+
+#: Every ``ANSWER_INVALID`` reason and the rule it enforces (docs/spec.md §19).
+ANSWER_REASONS: dict[str, str] = {
+    "NOT_AN_OPTION": "a choose answer is exactly one of the question's options [Q-CHOOSE]",
+    "WRONG_TYPE": "a choose or a text answer is a string [Q-CHOOSE] [Q-TEXT]",
+    "NOT_JSON": "an answer has a canonical JSON form (no NaN, no lone surrogate) [Q-FORM]",
+    "SCHEMA": "a form answer validates against the question's schema [Q-FORM]",
+    "EMPTY": "a text answer has at least one character [Q-TEXT]",
+    "TOO_LONG": "a text answer has at most maxLength characters [Q-TEXT]",
+    "CONTROL_CHAR": "a text answer has no control character but newline and tab [Q-TEXT]",
+}
+
+
 def error_from_dict(doc: Mapping[str, Any]) -> HatpError:
     """Rebuild a typed error from its wire form (the inverse of ``to_dict``)."""
     classes: dict[str, type[HatpError]] = {c.code: c for c in _all_subclasses(HatpError)}
@@ -350,3 +410,56 @@ def _all_subclasses(cls: type[HatpError]) -> list[type[HatpError]]:
         found.append(sub)
         found.extend(_all_subclasses(sub))
     return found
+
+
+# --- Human Gateway: asks and people's responses (docs/spec.md §19) ---
+
+
+class AskUnknown(HatpError):
+    """No ask with this id at this gateway (``data.ask_id``)."""
+
+    code = "ASK_UNKNOWN"
+
+
+class AskConflict(HatpError):
+    """An ask changed while a change to it was being made (another gateway process
+    got there first); nothing was written. Read the ask again and redo the change."""
+
+    code = "ASK_CONFLICT"
+
+
+class AskWithdrawn(HatpError):
+    """The question was withdrawn (its ``decideBy`` passed, or its asker withdrew it)
+    before anyone answered; ``data.reason`` says why. Ask again to try once more."""
+
+    code = "ASK_WITHDRAWN"
+
+
+class ResponseRefused(HatpError):
+    """A person's vote, answer or decline was refused and nothing was recorded.
+
+    ``data.reason`` is a key of :data:`RESPONSE_REASONS`; ``data.rule`` the
+    requirement it enforces; ``data.ask_id`` and ``data.human`` say whose.
+    """
+
+    code = "RESPONSE_REFUSED"
+
+    @property
+    def reason(self) -> str:
+        """The stable reason code, e.g. ``NOT_ASKED`` or ``SIGNATURE``."""
+        return str(self.data.get("reason"))
+
+
+#: Every ``RESPONSE_REFUSED`` reason and the rule it enforces (docs/spec.md §19).
+RESPONSE_REASONS: dict[str, str] = {
+    "SHAPE": "a vote has the HumanVote form (GW-VOTE-SHAPE)",
+    "CLOSED": "the ask is still open: not decided, answered or withdrawn (GW-VOTE-OPEN)",
+    "LATE": "the response comes, and a vote is timed, no later than decideBy (GW-VOTE-LATE)",
+    "MISMATCH": "a vote names this ask, transaction, plan digest and group (GW-VOTE-BINDS)",
+    "NOT_ASKED": "the person was asked and the ask still stands for them (GW-VOTE-ASKED)",
+    "TWICE": "a person votes once (GW-VOTE-ONCE)",
+    "SIGNATURE": "a vote is signed by an Ed25519 key on the voter's own card (GW-VOTE-SIGNED)",
+    "WRONG_KIND": "a vote goes to an approval ask, an answer to a question (GW-VOTE-SHAPE)",
+}
+
+__all__ += ["RESPONSE_REASONS", "AskConflict", "AskUnknown", "AskWithdrawn", "ResponseRefused"]

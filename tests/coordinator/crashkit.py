@@ -30,9 +30,9 @@ import pytest
 
 from hatp._faults import CRASH_ENV, PAUSE_ENV
 from hatp.clock import SystemClock
-from hatp.coordinator import Coordinator, Outcome, ScriptedGateway
+from hatp.coordinator import Coordinator, Outcome
 from hatp.demo._child import CHILD_LEASE_SECONDS, DECISION_ENV, EDIT_CARD_ENV, LOG_URL_ENV
-from hatp.demo.trip import COORDINATOR, GATEWAY, PARTICIPANT_IDS, TripWorld, trip_plan
+from hatp.demo.trip import COORDINATOR, PARTICIPANT_IDS, TripWorld, trip_plan
 from hatp.evidence import verify_record
 from hatp.model import Result, TxnState
 from hatp.store import DecisionLog, Store, open_store
@@ -166,7 +166,7 @@ def wait_lease_ended(log: DecisionLog, txn_id: str, clock: SystemClock) -> None:
 
 def recovering_coordinator(world: TripWorld, log: DecisionLog) -> Coordinator:
     """A recovering coordinator in the test process (it never asks for approvals)."""
-    gateway = ScriptedGateway(GATEWAY, world.keys["gateway"], world.clock, {})
+    gateway = world.gateway(world.scripted_people("never"))  # recovery asks nobody
     return Coordinator(
         coordinator_id=COORDINATOR,
         key=world.keys["coordinator"],

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -12,13 +13,15 @@ from coordinator.trips import (
     ALL_NONE,
     APPROVER,
     REJECT,
+    ForgeApproval,
+    ScriptedAnswer,
     Trip,
     approve_after,
     events,
     failed_findings,
     past_deadline,
 )
-from hatp.coordinator import ScriptedAnswer
+from hatp.clock import format_time
 from hatp.demo import AIRLINE, HOTEL, PAYMENTS
 from hatp.errors import PlanInvalid
 from hatp.model import ApprovalDecision, Decision, TxnState
@@ -39,7 +42,7 @@ def test_a_rejection_aborts_and_releases_every_hold_COORD_ABORT(trip: Trip) -> N
     plan = trip.plan()
     outcome = trip.run(plan, REJECT)
     assert outcome.state is TxnState.ABORTED
-    assert f"{APPROVER} rejected the plan" in outcome.reason
+    assert f"the group decided reject: {APPROVER} rejected" in outcome.reason
     assert trip.world.effects(outcome.txn_id) == ALL_NONE
     assert trip.kinds(AIRLINE, outcome.txn_id) == ["held", "released"]
     assert trip.kinds(HOTEL, outcome.txn_id) == ["held", "released"]
@@ -114,30 +117,41 @@ def test_an_understated_cost_is_a_no_vote_COORD_COST(trip: Trip) -> None:
     assert trip.kinds(AIRLINE, outcome.txn_id) == ["held", "released"]
 
 
-def test_no_answer_by_decide_by_aborts_COORD_DEADLINE(trip: Trip) -> None:
-    """[COORD-DEADLINE] the approver never answers: at decideBy the trip aborts, holds released."""
+def test_no_answer_by_decide_by_aborts_COORD_DEADLINE_COORD_WITHDRAW(trip: Trip) -> None:
+    """[COORD-DEADLINE] the approver never answers: at decideBy the trip aborts, holds released.
+
+    [COORD-PENDING] the gateway's signed pending vote is recorded once;
+    [COORD-WITHDRAW] the coordinator withdraws the pending ask and records the
+    gateway's signed withdrawn reject, whose routing shows bob was asked.
+    """
     plan = trip.plan(decide_in=15 * 60)
     silent = ScriptedAnswer(ApprovalDecision.APPROVE, APPROVER, never=True)
     outcome = asyncio.run(past_deadline(trip, plan, silent))
     assert outcome.state is TxnState.ABORTED
     assert outcome.reason == f"the deadline decideBy {plan['deadlines']['decideBy']} passed"
+    (pending,) = events(outcome.record, "txn.pending")
     (approval,) = events(outcome.record, "txn.approval")
-    assert approval["body"]["approval"] is None
-    assert approval["body"]["problem"].startswith("no answer before the decision")
+    withdrawn = approval["body"]["approval"]
+    assert (withdrawn["decision"], withdrawn["withdrawn"]) == ("reject", True)
+    assert withdrawn["askId"] == pending["body"]["pending"]["askId"]
+    assert approval["body"]["problem"].startswith("the group decided reject: withdrawn")
+    asked = {h["id"]: h["result"] for h in withdrawn["routing"]["humans"]}
+    assert asked[APPROVER] == "asked"
     assert trip.world.effects(outcome.txn_id) == ALL_NONE
     assert trip.kinds(AIRLINE, outcome.txn_id) == ["held", "released"]
     assert failed_findings(outcome, trip.world) == []
 
 
-def test_an_approval_after_decide_by_does_not_count_COORD_DEADLINE(trip: Trip) -> None:
-    """[COORD-DEADLINE] the approval comes 16 minutes in, past a 15-minute decideBy: ABORTED."""
+def test_an_approval_dated_after_decide_by_does_not_count_COORD_DEADLINE(trip: Trip) -> None:
+    """[COORD-DEADLINE] a gateway signs an approval dated 16 minutes in, past a 15-minute
+    decideBy: it does not count, ABORTED."""
     plan = trip.plan(decide_in=15 * 60)
-    late = ScriptedAnswer(ApprovalDecision.APPROVE, APPROVER, after_seconds=16 * 60)
-    outcome = asyncio.run(past_deadline(trip, plan, late))
+    late = format_time(trip.clock.now() + timedelta(minutes=16))
+    key = trip.world.keys["gateway"]
+    outcome = trip.run(plan, forge=lambda g: ForgeApproval(g, key, decidedAt=late))
     assert outcome.state is TxnState.ABORTED
     (approval,) = events(outcome.record, "txn.approval")
-    decided_at = approval["body"]["approval"]["decidedAt"]
-    assert approval["body"]["problem"] == f"decided at {decided_at}, after the deadline"
+    assert approval["body"]["problem"] == f"decided at {late}, after the deadline"
     assert outcome.reason == f"approval finance: {approval['body']['problem']}"
     assert trip.world.effects(outcome.txn_id) == ALL_NONE
     assert failed_findings(outcome, trip.world) == []

@@ -9,11 +9,12 @@ from coordinator.trips import (
     ALL_NONE,
     ALL_WHOLE,
     APPROVER,
+    ScriptedAnswer,
     Trip,
     events,
     sleepers,
 )
-from hatp.coordinator import Outcome, ScriptedAnswer
+from hatp.coordinator import Outcome
 from hatp.demo import AIRLINE, CALENDAR, PAYMENTS
 from hatp.demo._lossy import LossyLink
 from hatp.model import ApprovalDecision, Preconditions, TxnState
@@ -118,7 +119,7 @@ def test_the_lease_is_renewed_while_the_human_decides_COORD_FENCE(trip: Trip) ->
         task = asyncio.create_task(trip.coordinator(slow).run(plan))
         await trip.votes.wait(plan["txnId"], 4)
         for _ in range(120):
-            await sleepers(trip.clock, 3)  # the lease keeper, decideBy, the approver
+            await sleepers(trip.clock, 4)  # the lease keeper, decideBy, the poll, the approver
             trip.clock.advance(5)
             assert trip.log.claimable(trip.clock.now()) == []
         return await task

@@ -13,12 +13,12 @@ from coordinator.trips import (
     APPROVE,
     APPROVER,
     REJECT,
+    ScriptedAnswer,
     Stall,
     Trip,
     events,
     failed_findings,
 )
-from hatp.coordinator import ScriptedAnswer
 from hatp.demo import AIRLINE, CALENDAR, COORDINATOR, HOTEL, PAYMENTS
 from hatp.demo.trip import CARD
 from hatp.evidence import RecordWriter, digest

@@ -13,28 +13,35 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import timedelta
 
 import pytest
 
 from coordinator.trips import (
-    APPROVER,
     Forge,
     ForgeApproval,
     Late,
     Trip,
     approve_after,
     failed_findings,
-    past_deadline,
 )
 from hatp._checks import unsafe_switched_off
-from hatp.coordinator import Outcome, ScriptedAnswer
+from hatp.clock import format_time
+from hatp.coordinator import Outcome
 from hatp.demo import AIRLINE, CALENDAR, HOTEL, PAYMENTS
 from hatp.demo._lossy import LossyLink
 from hatp.evidence import digest
-from hatp.model import ApprovalDecision, TxnState
+from hatp.model import TxnState
 
 COMMITTED, ABORTED = TxnState.COMMITTED, TxnState.ABORTED
-RULES = ("COORD-SIGNER", "COORD-DIGEST", "COORD-DEADLINE", "COORD-LEASE", "COORD-IN-DOUBT")
+RULES = (
+    "COORD-SIGNER",
+    "COORD-DIGEST",
+    "COORD-DEADLINE",
+    "COORD-LEASE",
+    "COORD-IN-DOUBT",
+    "COORD-EVIDENCE",
+)
 OTHER_PLAN = digest({"another": "plan"})
 
 
@@ -49,6 +56,8 @@ class Planted:
     through: TxnState
     #: The offline verifier's rule that still catches the record once the coordinator let it by.
     offline: str | None
+    #: Checks that also refuse the case (defence in depth): off too when letting it by.
+    also: tuple[str, ...] = ()
 
 
 def _signer(trip: Trip) -> Outcome:
@@ -70,8 +79,16 @@ def _approval_digest(trip: Trip) -> Outcome:
 
 
 def _late_approval(trip: Trip) -> Outcome:
-    late = ScriptedAnswer(ApprovalDecision.APPROVE, APPROVER, after_seconds=16 * 60)
-    return asyncio.run(past_deadline(trip, trip.plan(decide_in=15 * 60), late))
+    late = format_time(trip.clock.now() + timedelta(minutes=16))
+    key = trip.world.keys["gateway"]
+    plan = trip.plan(decide_in=15 * 60)
+    return trip.run(plan, forge=lambda g: ForgeApproval(g, key, decidedAt=late))
+
+
+def _stripped_evidence(trip: Trip) -> Outcome:
+    """The gateway's own key signs an approval that names bob but carries no vote of his."""
+    key = trip.world.keys["gateway"]
+    return trip.run(forge=lambda gateway: ForgeApproval(gateway, key, votes=[], cards=[]))
 
 
 def _lapsed_lease(trip: Trip) -> Outcome:
@@ -96,6 +113,7 @@ CASES = [
         ABORTED,
         COMMITTED,
         "TXN-SIGNER",
+        also=("COORD-EVIDENCE",),
     ),
     Planted(
         "approval-for-other-plan",
@@ -104,6 +122,15 @@ CASES = [
         ABORTED,
         COMMITTED,
         "TXN-DIGEST",
+        also=("COORD-EVIDENCE",),
+    ),
+    Planted(
+        "approval-without-votes",
+        "COORD-EVIDENCE",
+        _stripped_evidence,
+        ABORTED,
+        COMMITTED,
+        "TXN-APPROVERS",
     ),
     Planted("late-approval", "COORD-DEADLINE", _late_approval, ABORTED, COMMITTED, "TXN-VOTES"),
     Planted("lapsed-lease", "COORD-LEASE", _lapsed_lease, ABORTED, COMMITTED, "TXN-OUTCOME"),
@@ -127,9 +154,10 @@ def test_every_coordinator_rule_has_a_planted_case() -> None:
 def test_planted_case_is_refused_and_goes_through_with_its_check_off(
     trip: Trip, case: Planted
 ) -> None:
-    """[COORD-SIGNER] [COORD-DIGEST] [COORD-DEADLINE] [COORD-LEASE] [COORD-IN-DOUBT]."""
+    """[COORD-SIGNER] [COORD-DIGEST] [COORD-DEADLINE] [COORD-LEASE] [COORD-IN-DOUBT]
+    [COORD-EVIDENCE]."""
     assert case.run(trip).state is case.refused
-    with unsafe_switched_off(case.check):
+    with unsafe_switched_off(case.check, *case.also):
         let_by = case.run(trip)
     assert let_by.state is case.through
     if case.offline is not None:

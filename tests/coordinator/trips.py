@@ -2,8 +2,8 @@
 
 :class:`Trip` puts one :class:`~hatp.coordinator.Coordinator` (or several) in
 front of a :class:`~hatp.demo.TripWorld`: real participants on real stores, a
-real decision log, a :class:`~hatp.coordinator.ScriptedGateway` whose person
-answers once every participant has voted, and a manual clock. The links here
+real decision log, acme's real Human Gateway whose finance approver answers
+at a :class:`Desk` once every participant has voted, and a manual clock. The links here
 forward every call to a real participant: unchanged (:class:`Tap`), late on
 the clock (:class:`Late`), never (:class:`Stall`, a coordinator stopped
 mid-call), or rewritten by an attacker on the wire (:class:`Forge`,
@@ -16,25 +16,31 @@ import asyncio
 import itertools
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, TypeVar
 
 from hatp.clock import ManualClock
-from hatp.coordinator import (
-    ApprovalRequest,
-    Coordinator,
-    Gateway,
-    Outcome,
-    ScriptedAnswer,
-    ScriptedGateway,
-)
-from hatp.demo import GATEWAY, PARTICIPANT_IDS, TripWorld, trip_plan
+from hatp.coordinator import ApprovalRequest, Coordinator, Gateway, Outcome
+from hatp.demo import PARTICIPANT_IDS, TripWorld, trip_plan
 from hatp.evidence import SigningKey, sign, verify_record
+from hatp.gateway import Notice, Responder, sign_vote
 from hatp.model import ApprovalDecision, Plan, Result
 from hatp.participant import Participant, Relay
 from hatp.store import DecisionLog
 
 T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class ScriptedAnswer:
+    """What the finance approver does: decide, after some time on the clock, or never."""
+
+    decision: ApprovalDecision
+    approver: str
+    after_seconds: float = 0.0
+    never: bool = False
+
 
 APPROVER = "human://acme.com/bob"
 APPROVE = ScriptedAnswer(ApprovalDecision.APPROVE, APPROVER)
@@ -138,7 +144,7 @@ class Stall(Relay):
 
 
 class ForgeApproval:
-    """An attacker before the coordinator: rewrites each approval and signs it with ``key``."""
+    """An attacker before the coordinator: rewrites each approval, signs it with ``key``."""
 
     def __init__(self, inner: Gateway, key: SigningKey, **changes: Any) -> None:
         self.inner = inner
@@ -150,9 +156,65 @@ class ForgeApproval:
         return self.inner.gateway_id
 
     async def ask(self, request: ApprovalRequest) -> dict[str, Any]:
-        approval = await self.inner.ask(request)
-        unsigned = {k: v for k, v in approval.items() if k != "signature"}
+        return self._forge(await self.inner.ask(request))
+
+    async def poll(self, ask_id: str, *, wait_seconds: float = 0.0) -> dict[str, Any]:
+        return self._forge(await self.inner.poll(ask_id, wait_seconds=wait_seconds))
+
+    async def withdraw(self, ask_id: str, reason: str) -> None:
+        await self.inner.withdraw(ask_id, reason)
+
+    def _forge(self, answer: dict[str, Any]) -> dict[str, Any]:
+        if answer.get("kind") != "approval":
+            return answer
+        unsigned = {k: v for k, v in answer.items() if k != "signature"}
         return sign({**unsigned, **self._changes}, self._key)
+
+
+class Desk:
+    """Where acme's people get the gateway's asks (a ``terminal``-type channel).
+
+    Only ``answer.approver`` answers: once every branch has voted, after
+    running ``meanwhile`` (an edit made behind the plan's back) and waiting
+    ``answer.after_seconds`` on the clock, with a vote signed by their own
+    key. Anyone else asked (a delegate after an escalation) stays silent.
+    """
+
+    channel_type = "terminal"
+
+    def __init__(
+        self,
+        trip: Trip,
+        answer: ScriptedAnswer,
+        meanwhile: Callable[[], object] | None = None,
+    ) -> None:
+        self._trip = trip
+        self._answer = answer
+        self._meanwhile = meanwhile
+        self._tasks: list[asyncio.Task[None]] = []
+        self.refused: list[Exception] = []
+
+    async def deliver(self, notice: Notice, responder: Responder) -> None:
+        if notice.human == self._answer.approver and not self._answer.never:
+            self._tasks.append(asyncio.create_task(self._respond(notice, responder)))
+
+    async def withdraw(self, ask_id: str, human: str) -> None:
+        return None
+
+    async def _respond(self, notice: Notice, responder: Responder) -> None:
+        trip, answer = self._trip, self._answer
+        await trip.votes.wait(notice.payload["txnId"], 4)
+        if self._meanwhile is not None:
+            self._meanwhile()
+        if answer.after_seconds:
+            due = trip.clock.now() + timedelta(seconds=answer.after_seconds)
+            await trip.clock.sleep_until(due)
+        key = trip.world.people[notice.human]
+        vote = sign_vote(key, notice.payload, answer.decision.value, trip.clock.now())
+        try:
+            await responder.submit_vote(notice.ask_id, vote)
+        except Exception as exc:  # a late vote, say: kept for the test to look at
+            self.refused.append(exc)
 
 
 class Trip:
@@ -175,22 +237,6 @@ class Trip:
         decide_by = self.clock.now() + timedelta(seconds=decide_in)
         return trip_plan(f"trip-{next(self._txns)}", decide_by=decide_by, **options)
 
-    def person(
-        self, answer: ScriptedAnswer, meanwhile: Callable[[], object] | None = None
-    ) -> Callable[[ApprovalRequest], Any]:
-        """The finance approver: looks at the plan once every branch has voted, then answers.
-
-        ``meanwhile`` runs while the person decides (an edit made behind the plan's back).
-        """
-
-        async def decide(request: ApprovalRequest) -> ScriptedAnswer:
-            await self.votes.wait(request.txn_id, len(request.plan.branches))
-            if meanwhile is not None:
-                meanwhile()
-            return answer
-
-        return decide
-
     def coordinator(
         self,
         answer: ScriptedAnswer = APPROVE,
@@ -205,9 +251,7 @@ class Trip:
 
         ``links`` replace the taps of some participants; ``forge`` wraps the gateway.
         """
-        gateway: Gateway = ScriptedGateway(
-            GATEWAY, self.world.keys["gateway"], self.clock, self.person(answer, meanwhile)
-        )
+        gateway: Gateway = self.world.gateway(Desk(self, answer, meanwhile))
         if forge is not None:
             gateway = forge(gateway)
         options.setdefault("retry_delay", 0.0)
@@ -246,7 +290,8 @@ async def past_deadline(trip: Trip, plan: dict[str, Any], answer: ScriptedAnswer
     """
     task = asyncio.create_task(trip.coordinator(answer).run(plan))
     await trip.votes.wait(plan["txnId"], len(plan["branches"]))
-    await sleepers(trip.clock, 3 if answer.after_seconds else 2)  # + the lease keeper
+    # decideBy, the poll on the gateway and the lease keeper, and the approver if they wait
+    await sleepers(trip.clock, 4 if answer.after_seconds else 3)
     trip.clock.advance(16 * 60)
     return await task
 
@@ -256,7 +301,7 @@ async def approve_after(trip: Trip, plan: dict[str, Any], seconds: float) -> Out
     slow = ScriptedAnswer(ApprovalDecision.APPROVE, APPROVER, after_seconds=seconds)
     task = asyncio.create_task(trip.coordinator(slow).run(plan))
     await trip.votes.wait(plan["txnId"], len(plan["branches"]))
-    await sleepers(trip.clock, 3)  # the lease keeper, decideBy, the approver
+    await sleepers(trip.clock, 4)  # the lease keeper, decideBy, the poll, the approver
     trip.clock.advance(seconds)
     return await task
 

@@ -461,14 +461,16 @@ def test_reopening_the_folder_reuses_keys_and_keeps_inventory_and_ledgers(
         "airline.jwk",
         "calendar.jwk",
         "coordinator.jwk",
+        "directory.jwk",
         "gateway.jwk",
         "hotel.jwk",
         "payments.jwk",
+        "people",
     ]
 
 
 def test_the_keyring_trusts_every_party_under_its_own_issuer(world: TripWorld) -> None:
-    expected = {*PARTICIPANT_IDS, COORDINATOR, GATEWAY}
+    expected = {*PARTICIPANT_IDS, COORDINATOR, GATEWAY, "https://directory.acme.com"}
     issuers = {entry["issuer"] for entry in world.keyring.to_json()["keys"]}
     assert issuers == expected
     assert set(world.keyring.to_json()["trustedIssuers"]) == expected

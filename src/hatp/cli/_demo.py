@@ -19,13 +19,13 @@ from typing import Annotated, Any
 import typer
 
 from hatp.cli._app import app, err, reports_errors
-from hatp.cli._timeline import approval_card, print_timeline, short
+from hatp.cli._timeline import print_timeline, short
 from hatp.cli._verify import print_report
 from hatp.clock import format_time
-from hatp.coordinator import ApprovalRequest, ScriptedAnswer
-from hatp.demo.scenarios import SCENARIOS, Approver, DemoRun, run_scenario
+from hatp.demo import TripWorld
+from hatp.demo.scenarios import SCENARIOS, DemoRun, run_scenario
 from hatp.evidence import verify_record
-from hatp.model import ApprovalDecision
+from hatp.gateway import Channel, TerminalChannel
 
 
 @app.command("demo")
@@ -61,8 +61,8 @@ def demo(
     folder = out or Path(tempfile.mkdtemp(prefix="hatp-demo-"))
     err.rule(f"hatp demo: {chosen.name} — {chosen.summary}")
     interactive = not auto and sys.stdin.isatty() and chosen.person_may_answer
-    approver = _terminal_approver() if interactive else None
-    run = asyncio.run(run_scenario(chosen, folder, approver=approver))
+    channel = _at_this_terminal if interactive else None
+    run = asyncio.run(run_scenario(chosen, folder, channel=channel))
     try:
         ok = _show(run)
     finally:
@@ -108,19 +108,10 @@ def _show(run: DemoRun) -> bool:
     return report.ok and all_or_none
 
 
-def _terminal_approver() -> Approver:
-    async def decide(request: ApprovalRequest) -> ScriptedAnswer:
-        err.print(approval_card(request.plan, request.group.group_id))
-        err.print(f"decide by {request.decide_by:%H:%M:%S} UTC (you are human://acme.com/bob)")
-        reply = await asyncio.to_thread(input, "Approve? [y/N] ")
-        decision = (
-            ApprovalDecision.APPROVE
-            if reply.strip().lower() in ("y", "yes")
-            else ApprovalDecision.REJECT
-        )
-        return ScriptedAnswer(decision, "human://acme.com/bob")
-
-    return decide
+def _at_this_terminal(world: TripWorld) -> Channel:
+    """You, at this terminal, are whoever the gateway asks (bob first)."""
+    err.print("[bold]You are the finance approver[/]: the gateway will ask you below.")
+    return TerminalChannel(sys.stdin, sys.stderr, world.people, world.clock)
 
 
 def _write(path: Path, document: Any) -> None:

@@ -1,4 +1,4 @@
-"""Rendering a transaction for a person: its record as a timeline, and an approval card.
+"""Rendering a transaction for a person: its record as a timeline.
 
 Everything here is drawn from structured data (the plan, the signed
 receipts). Text an agent wrote appears only under an "agent-written" label.
@@ -7,11 +7,9 @@ receipts). Text an agent wrote appears only under an "agent-written" label.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from decimal import Decimal
 from typing import Any
 
 from rich.console import Console
-from rich.table import Table
 
 from hatp.clock import parse_time
 from hatp.model import Plan, TxnEvent, parse_plan
@@ -38,15 +36,34 @@ def _prepared(body: Mapping[str, Any], who: str) -> tuple[str, str]:
     return who, "; ".join(parts)
 
 
+def _pending(body: Mapping[str, Any], address: str) -> tuple[str, str]:
+    pending = body["pending"]
+    return "gateway", (
+        f"asked {address} ('{body['groupId']}'): [yellow]PENDING[/] as {pending['askId']}, "
+        f"to be decided by {pending['decideBy'][11:19]}"
+    )
+
+
 def _approval(body: Mapping[str, Any], address: str) -> tuple[str, str]:
     approval, group = body.get("approval") or {}, body["groupId"]
-    asked = f"asked {address} ('{group}')"
+    asked = f"'{group}' ({address})"
+    routing = _routing(approval.get("routing") or {})
     if approval and not body.get("problem"):
         return "gateway", (
-            f"{asked}: [green]APPROVED[/] by {approval['approver']} at "
-            f"{approval['decidedAt'][11:19]}"
+            f"{asked}: [green]APPROVED[/] by {', '.join(approval['approvers'])} at "
+            f"{approval['decidedAt'][11:19]}{routing}"
         )
-    return "gateway", f"{asked}: [red]NOT APPROVED[/] — {body.get('problem')}"
+    return "gateway", f"{asked}: [red]NOT APPROVED[/] — {body.get('problem')}{routing}"
+
+
+def _routing(record: Mapping[str, Any]) -> str:
+    """Who the address matched and what became of each, from the signed routing record."""
+    people = []
+    for human in record.get("humans") or []:
+        name = human["id"].rsplit("/", 1)[-1]
+        why = human.get("rule") or human.get("detail")
+        people.append(f"{name} {human['result']}" + (f" ({why})" if why else ""))
+    return f"\n{'':24}routing: " + "; ".join(people) if people else ""
 
 
 _Line = Callable[[Mapping[str, Any], str], tuple[str, str]]
@@ -65,6 +82,7 @@ def _phase2(verb: str, colour: str) -> _Line:
 
 _LINES: dict[str, _Line] = {
     TxnEvent.PREPARED: _prepared,
+    TxnEvent.PENDING: _pending,
     TxnEvent.APPROVAL: _approval,
     TxnEvent.DECIDED: lambda b, _: (
         "coordinator",
@@ -119,27 +137,3 @@ def _planned(plan: Plan) -> str:
         f"plan {plan.txn_id} logged: {len(plan.branches)} branches, approvals {groups}, "
         f"decide by {plan.deadlines.decide_by[11:19]}"
     )
-
-
-def approval_card(plan: Plan, group_id: str) -> Table:
-    """The approval screen, drawn from the structured plan only."""
-    group = next(g for g in plan.approvals if g.group_id == group_id)
-    table = Table(title=f"Approval requested: {group.requirement.action} ({group.address})")
-    for column in ("step", "participant", "operation", "tier", "amount"):
-        table.add_column(column)
-    for branch in plan.branches:
-        amount = str(branch.amount) if branch.amount else "—"
-        if branch.settles:
-            amount += f" (pays for {', '.join(branch.settles)})"
-        table.add_row(
-            branch.branch_id, branch.participant, branch.operation, branch.tier.value, amount
-        )
-    tolerance = Decimal(group.requirement.tolerance)
-    totals = "; ".join(
-        f"{total} {currency}, up to {total * (1 + tolerance):.2f} {currency}"
-        for currency, total in plan.totals().items()
-    )
-    table.caption = f"total {totals or 'nothing'} · on behalf of {plan.on_behalf_of}"
-    if plan.agent_text:
-        table.caption += f"\nagent-written (not checked): {plan.agent_text.summary}"
-    return table

@@ -8,20 +8,6 @@ finishes what a crashed one left open (:meth:`Coordinator.recover`).
 """
 
 from hatp.coordinator._coordinator import Coordinator, Outcome
-from hatp.coordinator._gateway import (
-    ApprovalRequest,
-    Gateway,
-    ScriptedAnswer,
-    ScriptedGateway,
-    sign_approval,
-)
+from hatp.coordinator._gateway import ApprovalRequest, Gateway
 
-__all__ = [
-    "ApprovalRequest",
-    "Coordinator",
-    "Gateway",
-    "Outcome",
-    "ScriptedAnswer",
-    "ScriptedGateway",
-    "sign_approval",
-]
+__all__ = ["ApprovalRequest", "Coordinator", "Gateway", "Outcome"]

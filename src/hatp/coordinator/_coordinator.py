@@ -33,7 +33,7 @@ from hatp.clock import Clock, parse_time
 from hatp.coordinator._gateway import ApprovalRequest, Gateway
 from hatp.coordinator._phase2 import Phase2
 from hatp.coordinator._txn import TxnRun
-from hatp.coordinator._vetting import vet_approval, vet_prepare
+from hatp.coordinator._vetting import vet_approval, vet_pending, vet_prepare
 from hatp.errors import PlanInvalid, StaleFence
 from hatp.evidence import Keyring, RecordWriter, SigningKey, digest
 from hatp.model import (
@@ -92,6 +92,8 @@ class Coordinator:
         call_timeout: seconds to wait for one participant call.
         retry_delay: first wait before retrying a call that got no answer (doubling).
         max_attempts: attempts per phase-2 call before leaving the transaction open.
+        poll_seconds: how long one poll of a pending ask waits on the gateway
+            (it returns early when the ask is decided).
     """
 
     def __init__(
@@ -109,6 +111,7 @@ class Coordinator:
         call_timeout: float = 10.0,
         retry_delay: float = 0.05,
         max_attempts: int = 20,
+        poll_seconds: float = 30.0,
     ) -> None:
         self.coordinator_id = coordinator_id
         self.owner = owner or f"{socket.gethostname()}/{os.getpid()}/{uuid.uuid4().hex[:8]}"
@@ -120,6 +123,7 @@ class Coordinator:
         self._clock = clock
         self._lease = lease_seconds
         self._timeout = call_timeout
+        self._poll = poll_seconds
         self._phase2 = Phase2(
             key=key,
             log=log,
@@ -203,6 +207,7 @@ class Coordinator:
                 run.flush(self._log, state=TxnState.ABORTING, decision=Decision.ABORT)
             except StaleFence as exc:
                 return self._fenced(run, exc)
+            await self._withdraw_asks(run)
         return await self._drive(run)
 
     def record(self, txn_id: str) -> dict[str, Any]:
@@ -274,6 +279,8 @@ class Coordinator:
         state = TxnState.ABORTING if problem else TxnState.COMMITTING
         run.flush(self._log, state=state, decision=decision)
         fault_point("log.decided")
+        if problem:
+            await self._withdraw_asks(run)
 
     async def _phase1(self, run: TxnRun) -> str | None:
         """Prepare every branch and ask every group at once; return the first problem."""
@@ -311,8 +318,41 @@ class Coordinator:
             await asyncio.gather(*pending, deadline, return_exceptions=True)
         for task in pending:
             event, name = jobs[task]
-            self._note_unanswered(run, event, name, problem or "")
+            if event is TxnEvent.APPROVAL and name in run.asks:
+                await self._close_ask(run, name, decide_by, problem or "")
+            else:
+                self._note_unanswered(run, event, name, problem or "")
         return problem
+
+    async def _close_ask(self, run: TxnRun, name: str, decide_by: datetime, why: str) -> None:
+        """Withdraw a group's pending ask and record the gateway's signed last word on it.
+
+        That is a withdrawn reject whose routing record shows who was asked
+        ([COORD-WITHDRAW]), or the approval that beat the withdrawal.
+        """
+        ask_id = run.asks[name]
+        try:
+            await self._gateway.withdraw(ask_id, why)
+            answer = await self._gateway.poll(ask_id)
+        except Exception:  # the gateway withdraws it at the deadline on its own
+            answer = {}
+        if answer.get("kind") != "approval":
+            self._note_unanswered(run, TxnEvent.APPROVAL, name, why)
+            return
+        run.decided_asks.add(name)
+        group = next(g for g in run.plan.approvals if g.group_id == name)
+        _, problem = vet_approval(
+            answer,
+            self._keyring,
+            gateway_id=self._gateway.gateway_id,
+            txn_id=run.txn_id,
+            group=group,
+            plan=run.plan,
+            plan_digest=run.digest,
+            ask_id=ask_id,
+            decide_by=decide_by,
+        )
+        run.note(self._key, TxnEvent.APPROVAL, groupId=name, approval=answer, problem=problem)
 
     def _note_unanswered(self, run: TxnRun, event: TxnEvent, name: str, why: str) -> None:
         problem = f"no answer before the decision ({why})"
@@ -355,27 +395,55 @@ class Coordinator:
         return f"{branch.branch_id}: {problem}"
 
     async def _ask(self, run: TxnRun, group: ApprovalGroup, decide_by: datetime) -> str | None:
+        """Ask one group and poll its ask until the gateway signs the group's approval."""
+        name = group.group_id
         request = ApprovalRequest(run.txn_id, run.plan, run.digest, group, decide_by)
         try:
-            approval = await self._gateway.ask(request)
+            answer = await self._gateway.ask(request)
+            while answer.get("kind") == "pending":
+                pending, problem = vet_pending(
+                    answer,
+                    self._keyring,
+                    gateway_id=self._gateway.gateway_id,
+                    txn_id=run.txn_id,
+                    group_id=name,
+                    plan_digest=run.digest,
+                )
+                if problem is not None or pending is None:
+                    run.note(self._key, TxnEvent.APPROVAL, groupId=name, approval=None,
+                             problem=problem)  # fmt: skip
+                    return f"approval {name}: {problem}"
+                if run.asks.get(name) != pending.ask_id:
+                    run.asks[name] = pending.ask_id
+                    run.note(self._key, TxnEvent.PENDING, groupId=name, pending=answer)
+                answer = await self._gateway.poll(pending.ask_id, wait_seconds=self._poll)
         except Exception as exc:  # a gateway that cannot answer has not approved
             failure = _describe(exc, None)
-            run.note(self._key, TxnEvent.APPROVAL, groupId=group.group_id, approval=None,
+            run.note(self._key, TxnEvent.APPROVAL, groupId=name, approval=None,
                      problem=failure)  # fmt: skip
-            return f"approval {group.group_id}: {failure}"
+            return f"approval {name}: {failure}"
+        run.decided_asks.add(name)
         _, problem = vet_approval(
-            approval,
+            answer,
             self._keyring,
             gateway_id=self._gateway.gateway_id,
             txn_id=run.txn_id,
-            group_id=group.group_id,
+            group=group,
+            plan=run.plan,
             plan_digest=run.digest,
+            ask_id=run.asks.get(name),
             decide_by=decide_by,
         )
-        run.note(
-            self._key, TxnEvent.APPROVAL, groupId=group.group_id, approval=approval, problem=problem
-        )
-        return None if problem is None else f"approval {group.group_id}: {problem}"
+        run.note(self._key, TxnEvent.APPROVAL, groupId=name, approval=answer, problem=problem)
+        return None if problem is None else f"approval {name}: {problem}"
+
+    async def _withdraw_asks(self, run: TxnRun) -> None:
+        """Withdraw every ask still open: the transaction will not use it [COORD-WITHDRAW]."""
+        for name, ask_id in run.asks.items():
+            if name in run.decided_asks:
+                continue
+            with contextlib.suppress(Exception):  # the deadline withdraws it in any case
+                await self._gateway.withdraw(ask_id, f"transaction {run.txn_id} aborted")
 
 
 def _describe(exc: BaseException, timeout: float | None) -> str:

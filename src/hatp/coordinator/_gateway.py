@@ -1,33 +1,22 @@
-"""The approval side as the coordinator sees it: a :class:`Gateway` it asks.
+"""The approval side as the coordinator sees it: a :class:`Gateway` it asks and polls.
 
-The real Human Gateway (routing, Human Cards, quorum) is its own protocol
-role. The coordinator only needs one call: ask an approval group about a
-plan, get back a signed :class:`~hatp.model.Approval`. :class:`ScriptedGateway`
-is a real gateway in every respect but the person: it signs what a script
-says the person decided, on the injected clock, so tests and the demo's
-``--auto`` mode get genuine signed approvals and rejections.
+The Human Gateway (:class:`hatp.gateway.HumanGateway`) routes each ask to
+people, who may take hours. So an ask usually answers with a signed
+*pending vote* naming the ask, and the coordinator polls that ask until the
+gateway signs the group's final :class:`~hatp.model.Approval`, or the plan's
+``decideBy`` passes. A poll returns as soon as the ask is decided, which is
+how an in-process gateway notifies the coordinator without a busy loop.
 """
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any, Protocol
 
-from hatp.clock import Clock, format_time
-from hatp.evidence import SigningKey, sign
-from hatp.model import ApprovalDecision, ApprovalGroup, Plan
-from hatp.version import PROTOCOL_VERSION
+from hatp.model import ApprovalGroup, Plan
 
-__all__ = [
-    "ApprovalRequest",
-    "Gateway",
-    "ScriptedAnswer",
-    "ScriptedGateway",
-    "sign_approval",
-]
+__all__ = ["ApprovalRequest", "Gateway"]
 
 
 @dataclass(frozen=True)
@@ -50,78 +39,20 @@ class Gateway(Protocol):
         ...
 
     async def ask(self, request: ApprovalRequest) -> dict[str, Any]:
-        """Return the group's signed Approval (approve or reject).
+        """Ask the group; return a signed PendingVote, or the signed final Approval.
 
-        May take as long as the person takes; the coordinator cancels the
-        call at the plan's ``decideBy``.
+        Asking again for the same transaction, group and plan returns the same ask.
         """
         ...
 
+    async def poll(self, ask_id: str, *, wait_seconds: float = 0.0) -> dict[str, Any]:
+        """Return the signed PendingVote while the ask is open, else the final Approval.
 
-def sign_approval(
-    key: SigningKey,
-    gateway_id: str,
-    request: ApprovalRequest,
-    decision: ApprovalDecision,
-    approver: str,
-    decided_at: datetime,
-) -> dict[str, Any]:
-    """Return the signed wire form of one approval group's decision."""
-    return sign(
-        {
-            "hatpVersion": PROTOCOL_VERSION,
-            "kind": "approval",
-            "txnId": request.txn_id,
-            "planDigest": request.plan_digest,
-            "groupId": request.group.group_id,
-            "decision": decision.value,
-            "approver": approver,
-            "gateway": gateway_id,
-            "decidedAt": format_time(decided_at),
-        },
-        key,
-    )
+        Waits up to ``wait_seconds`` (on the gateway's clock) for a decision
+        and returns as soon as there is one.
+        """
+        ...
 
-
-@dataclass(frozen=True)
-class ScriptedAnswer:
-    """What the scripted person does: decide, after some time on the clock, or never answer."""
-
-    decision: ApprovalDecision
-    approver: str
-    after_seconds: float = 0.0
-    never: bool = False
-
-
-Script = Mapping[str, ScriptedAnswer] | Callable[[ApprovalRequest], Awaitable[ScriptedAnswer]]
-
-
-class ScriptedGateway:
-    """A gateway whose person follows a script: per group id, or a coroutine per request."""
-
-    def __init__(self, gateway_id: str, key: SigningKey, clock: Clock, script: Script) -> None:
-        self._id = gateway_id
-        self._key = key
-        self._clock = clock
-        self._script = script
-        self.asked: list[ApprovalRequest] = []
-
-    @property
-    def gateway_id(self) -> str:
-        return self._id
-
-    async def ask(self, request: ApprovalRequest) -> dict[str, Any]:
-        self.asked.append(request)
-        if isinstance(self._script, Mapping):
-            answer = self._script[request.group.group_id]
-        else:
-            answer = await self._script(request)
-        if answer.never:
-            await asyncio.Event().wait()  # until the coordinator gives up at the deadline
-        if answer.after_seconds:
-            await self._clock.sleep_until(
-                self._clock.now() + timedelta(seconds=answer.after_seconds)
-            )
-        return sign_approval(
-            self._key, self._id, request, answer.decision, answer.approver, self._clock.now()
-        )
+    async def withdraw(self, ask_id: str, reason: str) -> None:
+        """Withdraw an ask the transaction no longer needs; a decided ask stays decided."""
+        ...

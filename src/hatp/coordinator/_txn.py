@@ -45,6 +45,10 @@ class TxnRun:
     commits: dict[str, OutcomeReceipt] = field(default_factory=dict)
     undone: set[str] = field(default_factory=set)
     reason: str = ""
+    #: The gateway's ask for each approval group that answered with a pending vote.
+    asks: dict[str, str] = field(default_factory=dict)
+    #: The approval groups whose final approval is in.
+    decided_asks: set[str] = field(default_factory=set)
     #: Whether the last log write gave the ownership lease up.
     released: bool = False
 
@@ -107,5 +111,9 @@ class TxnRun:
                 self.commits[committed.branch_id] = committed
             elif kind == TxnEvent.COMPENSATED:
                 self.undone.add(str(body["branchId"]))
+            elif kind == TxnEvent.PENDING:
+                self.asks[str(body["groupId"])] = str(body["pending"]["askId"])
+            elif kind == TxnEvent.APPROVAL and body.get("approval") is not None:
+                self.decided_asks.add(str(body["groupId"]))
             elif kind == TxnEvent.DECIDED:
                 self.reason = str(body.get("reason", ""))

@@ -16,14 +16,18 @@ from pydantic import ValidationError
 from hatp import _checks
 from hatp.clock import parse_time
 from hatp.errors import HatpError
-from hatp.evidence import Keyring, verify
+from hatp.evidence import Keyring, verify, verify_approval
 from hatp.model import (
     Approval,
     ApprovalDecision,
+    ApprovalGroup,
     Branch,
     BranchState,
     OutcomeReceipt,
+    PendingVote,
+    Plan,
     PrepareReceipt,
+    Result,
     Vote,
 )
 
@@ -111,11 +115,19 @@ def vet_approval(
     *,
     gateway_id: str,
     txn_id: str,
-    group_id: str,
+    group: ApprovalGroup,
+    plan: Plan,
     plan_digest: str,
+    ask_id: str | None,
     decide_by: datetime,
 ) -> tuple[Approval | None, str | None]:
-    """Check an approval; return it parsed, and the problem if it does not approve in time."""
+    """Check an approval; return it parsed, and the problem if it does not approve in time.
+
+    An approval counts only with the evidence an auditor will check offline:
+    the people's own signed votes, their directory-signed cards and the
+    gateway's routing record, and it must satisfy the group (quorum,
+    separation of duties, authority) by that evidence, not by the gateway's word.
+    """
     try:
         parsed = Approval.model_validate(approval)
     except ValidationError as exc:
@@ -125,14 +137,57 @@ def vet_approval(
         problem = f"approval names gateway {parsed.gateway}, not {gateway_id}"
     if problem is None and parsed.plan_digest != plan_digest and _checks.is_on("COORD-DIGEST"):
         problem = f"approval is for plan {parsed.plan_digest}, not {plan_digest}"
-    if problem is None and (parsed.txn_id, parsed.group_id) != (txn_id, group_id):
+    if problem is None and (parsed.txn_id, parsed.group_id) != (txn_id, group.group_id):
         problem = f"approval is for {parsed.txn_id}/{parsed.group_id}"
+    if problem is None and ask_id is not None and parsed.ask_id != ask_id:
+        problem = f"approval answers ask {parsed.ask_id}, not {ask_id}"
+    if problem is None and parsed.decision is not ApprovalDecision.APPROVE:
+        problem = f"the group decided reject: {parsed.reason}"
     if (
         problem is None
         and parse_time(parsed.decided_at) > decide_by
         and _checks.is_on("COORD-DEADLINE")
     ):
         problem = f"decided at {parsed.decided_at}, after the deadline"
-    if problem is None and parsed.decision is not ApprovalDecision.APPROVE:
-        problem = f"{parsed.approver} rejected the plan"
+    if problem is None:
+        problem = _evidence_problem(approval, plan, keyring)
+    return parsed, problem
+
+
+def _evidence_problem(approval: Mapping[str, Any], plan: Plan, keyring: Keyring) -> str | None:
+    """The first thing the approval's own evidence does not show, if any [COORD-EVIDENCE].
+
+    The same checks the offline verifier makes (one definition, in the
+    evidence layer), so the coordinator never counts an approval that its
+    own record would then fail on.
+    """
+    if not _checks.is_on("COORD-EVIDENCE"):  # the naive coordinator: the gateway's word will do
+        return None
+    for finding in verify_approval(approval, plan, keyring):
+        if finding.result is not Result.PASS:
+            return f"[{finding.rule}] {finding.result.value}: {finding.detail}"
+    return None
+
+
+def vet_pending(
+    pending: Mapping[str, Any],
+    keyring: Keyring,
+    *,
+    gateway_id: str,
+    txn_id: str,
+    group_id: str,
+    plan_digest: str,
+) -> tuple[PendingVote | None, str | None]:
+    """Check a pending vote; return it parsed, and the problem if it is not for this ask."""
+    try:
+        parsed = PendingVote.model_validate(pending)
+    except ValidationError as exc:
+        return None, f"malformed pending vote: {exc.errors()[0]['msg']}"
+    problem = _signed_by(pending, keyring, gateway_id)
+    if problem is None and parsed.gateway != gateway_id:
+        problem = f"pending vote names gateway {parsed.gateway}, not {gateway_id}"
+    if problem is None and parsed.plan_digest != plan_digest and _checks.is_on("COORD-DIGEST"):
+        problem = f"pending vote is for plan {parsed.plan_digest}, not {plan_digest}"
+    if problem is None and (parsed.txn_id, parsed.group_id) != (txn_id, group_id):
+        problem = f"pending vote is for {parsed.txn_id}/{parsed.group_id}"
     return parsed, problem

@@ -2,7 +2,8 @@
 
 ``python -m hatp.demo._child FOLDER PLAN.json`` opens the trip world in
 FOLDER, the decision log in ``FOLDER/coordinator.db`` (or the URL in
-``HATP_LOG_URL``), and runs the plan with an approving scripted gateway. With
+``HATP_LOG_URL``), and runs the plan through acme's Human Gateway, whose
+people approve as scripted. With
 ``HATP_CRASH_AT`` set it kills itself at that fault point (``HATP_PAUSE_AT``:
 freezes itself there); a parent process then starts a new coordinator on the
 same folder and recovers.
@@ -33,9 +34,9 @@ from pathlib import Path
 from typing import TypeVar
 
 from hatp.clock import SystemClock
-from hatp.coordinator import Coordinator, Outcome, ScriptedAnswer, ScriptedGateway
-from hatp.demo.trip import CARD, GATEWAY, PAYMENTS, TripWorld
-from hatp.model import ApprovalDecision
+from hatp.coordinator import Coordinator, Outcome
+from hatp.demo.trip import CARD, PAYMENTS, TripWorld
+from hatp.gateway import HumanGateway
 from hatp.participant import Participant, Relay
 from hatp.store import DecisionLog, open_store
 
@@ -64,17 +65,20 @@ class _CardEditedBeforeCapture(Relay):
         return await call()
 
 
-def _coordinator(folder: Path, clock: SystemClock) -> tuple[Coordinator, DecisionLog]:
+def _coordinator(folder: Path, clock: SystemClock) -> tuple[Coordinator, DecisionLog, HumanGateway]:
     world = TripWorld.open(folder, clock)
     log = DecisionLog(open_store(os.environ.get(LOG_URL_ENV) or folder / "coordinator.db"))
-    decision = ApprovalDecision(os.environ.get(DECISION_ENV) or ApprovalDecision.APPROVE.value)
-    answer = ScriptedAnswer(decision, "human://acme.com/bob")
-    gateway = ScriptedGateway(GATEWAY, world.keys["gateway"], clock, {"finance": answer})
+    decision = os.environ.get(DECISION_ENV) or "approve"
+    if decision not in ("approve", "reject"):
+        raise SystemExit(f"{DECISION_ENV} is approve or reject, not {decision!r}")
+    gateway = world.gateway(world.scripted_people(decision))
     links: dict[str, Participant] = {}
     if available := os.environ.get(EDIT_CARD_ENV):
         links[PAYMENTS] = _CardEditedBeforeCapture(world, available)
-    coordinator = world.coordinator(log, gateway, links=links, lease_seconds=CHILD_LEASE_SECONDS)
-    return coordinator, log
+    coordinator = world.coordinator(
+        log, gateway, links=links, lease_seconds=CHILD_LEASE_SECONDS, poll_seconds=1.0
+    )
+    return coordinator, log, gateway
 
 
 async def _recover(coordinator: Coordinator, log: DecisionLog, clock: SystemClock) -> list[Outcome]:
@@ -87,13 +91,17 @@ async def _recover(coordinator: Coordinator, log: DecisionLog, clock: SystemCloc
 
 async def _main(args: list[str]) -> int:
     clock = SystemClock()
-    if args[0] == "--recover":
-        coordinator, log = _coordinator(Path(args[1]), clock)
-        outcomes = await _recover(coordinator, log, clock)
-    else:
-        coordinator, _ = _coordinator(Path(args[0]), clock)
-        plan = json.loads(Path(args[1]).read_text(encoding="utf-8"))
-        outcomes = [await coordinator.run(plan)]
+    recovering = args[0] == "--recover"
+    coordinator, log, gateway = _coordinator(Path(args[1 if recovering else 0]), clock)
+    gateway.start()
+    try:
+        if recovering:
+            outcomes = await _recover(coordinator, log, clock)
+        else:
+            plan = json.loads(Path(args[1]).read_text(encoding="utf-8"))
+            outcomes = [await coordinator.run(plan)]
+    finally:
+        await gateway.stop()
     for outcome in outcomes:
         line = {"txnId": outcome.txn_id, "state": outcome.state.value}
         print(json.dumps({**line, "fenced": outcome.fenced, "reason": outcome.reason}))

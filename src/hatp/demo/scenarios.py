@@ -12,7 +12,7 @@ import os
 import secrets
 import subprocess
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -20,21 +20,18 @@ from typing import Any
 
 from hatp._faults import CRASH_ENV
 from hatp.clock import Clock, SystemClock
-from hatp.coordinator import ApprovalRequest, Outcome, ScriptedAnswer, ScriptedGateway
+from hatp.coordinator import Coordinator, Outcome
 from hatp.demo._child import CHILD_LEASE_SECONDS
 from hatp.demo._lossy import LossyLink
-from hatp.demo.trip import GATEWAY, PAYMENTS, TripWorld, trip_plan
-from hatp.model import ApprovalDecision
+from hatp.demo.trip import PAYMENTS, TripWorld, trip_plan
+from hatp.gateway import Channel, MemoryChannel
 from hatp.participant import Participant
 from hatp.store import DecisionLog, open_store
 
-__all__ = ["SCENARIOS", "Approver", "DemoRun", "Scenario", "run_scenario"]
+__all__ = ["APPROVER", "SCENARIOS", "DemoRun", "Scenario", "run_scenario"]
 
-#: The scripted finance approver.
+#: Who the finance ask reaches first (bob: available, and his limit covers the trip).
 APPROVER = "human://acme.com/bob"
-
-#: Decides one ask; the CLI passes a terminal prompt, the default follows the script.
-Approver = Callable[[ApprovalRequest], Awaitable[ScriptedAnswer]]
 
 
 @dataclass(frozen=True)
@@ -43,7 +40,7 @@ class Scenario:
 
     name: str
     summary: str
-    decision: ApprovalDecision = ApprovalDecision.APPROVE
+    decision: str = "approve"
     rooms: int = 3
     approver_silent: bool = False
     decide_in_seconds: float = 900.0
@@ -59,7 +56,7 @@ SCENARIOS: dict[str, Scenario] = {
         Scenario(
             "reject",
             "the finance approver rejects: every hold is released, nothing is charged",
-            decision=ApprovalDecision.REJECT,
+            decision="reject",
         ),
         Scenario("sold-out", "the hotel is sold out and votes no: the whole trip aborts", rooms=0),
         Scenario(
@@ -99,23 +96,18 @@ class DemoRun:
         return self.outcome.record
 
 
-def _scripted(scenario: Scenario) -> Approver:
-    async def decide(request: ApprovalRequest) -> ScriptedAnswer:
-        return ScriptedAnswer(scenario.decision, APPROVER, never=scenario.approver_silent)
-
-    return decide
-
-
 async def run_scenario(
     scenario: Scenario,
     folder: Path,
     *,
-    approver: Approver | None = None,
+    channel: Callable[[TripWorld], Channel] | None = None,
     clock: Clock | None = None,
 ) -> DemoRun:
     """Run ``scenario`` with its world and log in ``folder``; return what happened.
 
-    ``approver`` decides the finance ask (default: the scenario's script).
+    The finance ask goes through acme's Human Gateway to people on the
+    channel ``channel(world)`` makes (a terminal, say); by default they
+    follow the scenario's script.
     """
     clock = clock or SystemClock()
     folder.mkdir(parents=True, exist_ok=True)
@@ -129,9 +121,36 @@ async def run_scenario(
         links[PAYMENTS] = LossyLink(
             world.participants[PAYMENTS], {"commit": scenario.lose_commit_answers}
         )
-    decide = approver if approver and scenario.person_may_answer else _scripted(scenario)
-    gateway = ScriptedGateway(GATEWAY, world.keys["gateway"], clock, decide)
-    coordinator = world.coordinator(log, gateway, links=links, retry_delay=0.2)
+    people: Channel
+    if channel is None or not scenario.person_may_answer:
+        decision = "never" if scenario.approver_silent else scenario.decision
+        people = world.scripted_people(decision)
+    else:
+        people = channel(world)
+    gateway = world.gateway(people)
+    gateway.start()
+    coordinator = world.coordinator(log, gateway, links=links, retry_delay=0.2, poll_seconds=1.0)
+    try:
+        outcome = await _run(scenario, folder, world, coordinator, plan, notes)
+    finally:
+        await gateway.stop()
+        if isinstance(people, MemoryChannel):
+            await people.close()
+    if scenario.lose_commit_answers:
+        notes.append(f"{scenario.lose_commit_answers} answers from {PAYMENTS} were lost")
+    return DemoRun(scenario, folder, world, outcome, notes)
+
+
+async def _run(
+    scenario: Scenario,
+    folder: Path,
+    world: TripWorld,
+    coordinator: Coordinator,
+    plan: dict[str, Any],
+    notes: list[str],
+) -> Outcome:
+    clock = world.clock
+    txn_id = plan["txnId"]
     if scenario.crash_at:
         code = _run_child(folder, plan, scenario.crash_at)
         notes.append(
@@ -143,9 +162,7 @@ async def run_scenario(
         outcome = next(o for o in outcomes if o.txn_id == txn_id)
     else:
         outcome = await coordinator.run(plan)
-    if scenario.lose_commit_answers:
-        notes.append(f"{scenario.lose_commit_answers} answers from {PAYMENTS} were lost")
-    return DemoRun(scenario, folder, world, outcome, notes)
+    return outcome
 
 
 def _run_child(folder: Path, plan: dict[str, Any], crash_at: str) -> int:

@@ -22,9 +22,12 @@ from hatp.clock import Clock, format_time
 from hatp.coordinator import Coordinator, Gateway
 from hatp.demo import _airline, _calendar, _hotel, _payments
 from hatp.demo._ledger import LedgerLine, Seed, Service, read_lines
+from hatp.demo._people import DIRECTORY, acme_directory
+from hatp.directory import Directory
 from hatp.evidence import Keyring, SigningKey
+from hatp.gateway import Channel, HumanGateway, MemoryChannel, Person
 from hatp.participant import Participant, ParticipantServer
-from hatp.store import DecisionLog, Store, open_store
+from hatp.store import AskStore, DecisionLog, Store, open_store
 from hatp.version import PROTOCOL_VERSION
 
 __all__ = [
@@ -89,6 +92,11 @@ class TripWorld:
     keys: dict[str, SigningKey]
     keyring: Keyring
     stores: dict[str, Store]
+    directory: Directory
+    #: Each acme person's own signing key, by their id (what their device holds).
+    people: dict[str, SigningKey]
+    #: The Human Gateway's durable asks (``folder/gateway.db``).
+    asks: AskStore
 
     @classmethod
     def open(
@@ -125,9 +133,11 @@ class TripWorld:
             holder: _load_or_make(folder / "keys" / f"{stem}.jwk", f"{issuer}#key-1")
             for holder, (stem, issuer) in _KEY_HOLDERS.items()
         }
+        directory, people, directory_key = acme_directory(folder / "keys", _load_or_make)
         keyring = Keyring(
-            ((keys[holder].public, issuer) for holder, (_, issuer) in _KEY_HOLDERS.items()),
-            trusted_issuers=[issuer for _, issuer in _KEY_HOLDERS.values()],
+            [(keys[holder].public, issuer) for holder, (_, issuer) in _KEY_HOLDERS.items()]
+            + [(directory_key.public, DIRECTORY)],
+            trusted_issuers=[issuer for _, issuer in _KEY_HOLDERS.values()] + [DIRECTORY],
         )
         stock = Seed(rooms=rooms, seats_free=seats_free)
         stores: dict[str, Store] = {}
@@ -143,11 +153,19 @@ class TripWorld:
             for store in stores.values():
                 store.close()
             raise
+        try:
+            gateway_store = open_store(folder / "gateway.db")
+        except BaseException:
+            for store in stores.values():
+                store.close()
+            raise
+        stores[GATEWAY] = gateway_store
         participants = {
             pid: ParticipantServer(pid, keys[pid], stores[pid], [_BY_ID[pid].operation()], clock)
             for pid in PARTICIPANT_IDS
         }
-        return cls(folder, clock, participants, keys, keyring, stores)
+        asks = AskStore(gateway_store)
+        return cls(folder, clock, participants, keys, keyring, stores, directory, people, asks)
 
     @property
     def participant_ids(self) -> tuple[str, ...]:
@@ -230,8 +248,34 @@ class TripWorld:
             **options,
         )
 
+    def gateway(self, *channels: Channel) -> HumanGateway:
+        """Return acme's Human Gateway: this world's directory, asks, key and clock.
+
+        Every acme card names the ``terminal`` channel type; pass a channel of
+        that type (a :class:`~hatp.gateway.TerminalChannel`, or
+        :meth:`scripted_people`).
+        """
+        return HumanGateway(
+            GATEWAY, self.keys["gateway"], self.directory, self.asks, channels, self.clock
+        )
+
+    def scripted_people(
+        self, decision: str = "approve", *, after_seconds: float = 0.0
+    ) -> MemoryChannel:
+        """A ``terminal``-type channel on which every acme person answers as scripted.
+
+        ``decision`` is what each person asked does (``approve``, ``reject``,
+        ``decline`` or ``never``), ``after_seconds`` on the world's clock, with
+        a vote signed by their own key.
+        """
+        people = {
+            pid: Person(key, decision, after_seconds)  # type: ignore[arg-type]
+            for pid, key in self.people.items()
+        }
+        return MemoryChannel("terminal", clock=self.clock, people=people)
+
     def close(self) -> None:
-        """Close every participant's store."""
+        """Close every participant's store and the gateway's."""
         for store in self.stores.values():
             store.close()
 

@@ -12,11 +12,13 @@ from hatp.evidence._record import RecordWriter
 from hatp.evidence._signing import ALGORITHM, Verified, sign, verify
 from hatp.evidence._strict_json import MAX_DEPTH, parse_json
 from hatp.evidence._verify import CHAIN_RULES, load_record, verify_record
+from hatp.evidence._verify_approval import APPROVAL_RULES, verify_approval
 from hatp.evidence._verify_routing import ROUTING_RULES, verify_routing
 from hatp.evidence._verify_txn import TXN_RULES
 
 __all__ = [
     "ALGORITHM",
+    "APPROVAL_RULES",
     "CHAIN_RULES",
     "MAX_DEPTH",
     "ROUTING_RULES",
@@ -34,6 +36,7 @@ __all__ = [
     "parse_json",
     "sign",
     "verify",
+    "verify_approval",
     "verify_record",
     "verify_routing",
 ]

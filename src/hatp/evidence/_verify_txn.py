@@ -8,7 +8,9 @@ only what that decision and the tiers allow. Each rule reads the events as
 they stand; a rule that needs the plan is absent when the plan cannot be
 read, and absent is never a pass. Rules are keyed by the ``branchId`` and
 ``groupId`` the coordinator wrote into each event body; [TXN-DIGEST]
-checks those against the signed receipts and approvals.
+checks those against the signed receipts, pending answers and approvals.
+What an approving approval carries (votes, cards, routing record) is
+checked by the approval rules of :mod:`hatp.evidence._verify_approval`.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from hatp.evidence._digest import digest
 from hatp.evidence._keys import Keyring
 from hatp.evidence._signing import verify
 from hatp.evidence._tally import Tally
+from hatp.evidence._verify_approval import APPROVAL_RULES, Approving, approval_findings
 from hatp.model import (
     COMMIT_ORDER,
     SEAL_EVENT,
@@ -33,6 +36,7 @@ from hatp.model import (
     Decision,
     Finding,
     OutcomeReceipt,
+    PendingVote,
     Plan,
     PrepareReceipt,
     Tier,
@@ -47,13 +51,14 @@ from hatp.model import (
 TXN_RULES: dict[str, str] = {
     "TXN-PLAN": "the record starts with one txn.planned whose plan is valid, belongs to "
     "this record, and has the stated digest",
-    "TXN-DIGEST": "every event, receipt and approval names this plan, this transaction "
-    "and a branch or approval group of it",
+    "TXN-DIGEST": "every event, receipt, pending answer and approval names this plan, this "
+    "transaction and a branch or approval group of it",
     "TXN-SIGNER": "every receipt is signed by its branch's participant and every approval "
-    "by its gateway",
+    "and pending vote by its gateway",
     "TXN-DECIDED": "one decision, logged before anything is committed or concluded",
     "TXN-VOTES": "commit only after every branch voted yes and every approval group "
     "approved by the deadline",
+    **APPROVAL_RULES,
     "TXN-ORDER": "branches are committed compensate first, then final, then hold",
     "TXN-FINAL": "at most one final (irreversible) commit",
     "TXN-AFTER-ABORT": "nothing is committed after an abort decision or once unwinding began",
@@ -84,11 +89,17 @@ class _Embedded:
     #: ``txn.prepared`` and ``txn.approval`` may carry null and a ``problem`` instead, or
     #: an object with a ``problem``: what was presented, kept as evidence, counted as no.
     optional: bool
+    #: What part of the plan it is about: ``branchId`` (signed by the branch's
+    #: participant) or ``groupId`` (signed by the gateway it names).
+    key: str = "branchId"
 
 
 _EMBEDDED: dict[str, _Embedded] = {
     TxnEvent.PREPARED: _Embedded("receipt", PrepareReceipt, ("prepare",), optional=True),
-    TxnEvent.APPROVAL: _Embedded("approval", Approval, ("approval",), optional=True),
+    TxnEvent.PENDING: _Embedded(
+        "pending", PendingVote, ("pending",), optional=False, key="groupId"
+    ),
+    TxnEvent.APPROVAL: _Embedded("approval", Approval, ("approval",), optional=True, key="groupId"),
     TxnEvent.COMMITTED: _Embedded("receipt", OutcomeReceipt, ("commit",), optional=False),
     TxnEvent.COMPENSATED: _Embedded("receipt", OutcomeReceipt, ("compensate",), optional=False),
     TxnEvent.ABORTED: _Embedded("receipt", OutcomeReceipt, ("abort", "compensate"), optional=False),
@@ -180,7 +191,19 @@ def transaction_findings(record_id: str, events: Sequence[Any], keyring: Keyring
         detail = check(txn, tally)
         if detail is not None:
             passes[rule] = detail
+    if txn.plan is not None and txn.plan_digest is not None:
+        passes.update(approval_findings(txn.plan, txn.plan_digest, _approving(txn), keyring, tally))
     return tally.findings(passes)
+
+
+def _approving(txn: _Txn) -> list[Approving]:
+    """The approvals the record counts, that approve: what the approval rules check."""
+    return [
+        Approving(event.position, event.name, approval)
+        for event in txn.of(TxnEvent.APPROVAL)
+        if (approval := event.embedded()) is not None
+        and approval.get("decision") == ApprovalDecision.APPROVE
+    ]
 
 
 def _read(record_id: str, events: Sequence[Any], keyring: Keyring) -> _Txn:
@@ -271,7 +294,8 @@ def _binding_problems(txn: _Txn, plan: Plan, event: _Event, yes: set[Any]) -> li
     if event.type in _BRANCH_EVENTS and event.branch not in {b.branch_id for b in plan.branches}:
         out.append(f"names branch {event.branch!r}, which is not in the plan")
     group = event.get("groupId")
-    if event.type == TxnEvent.APPROVAL and group not in {g.group_id for g in plan.approvals}:
+    spec = _EMBEDDED.get(event.type)
+    if spec and spec.key == "groupId" and group not in {g.group_id for g in plan.approvals}:
         out.append(f"names approval group {group!r}, which is not in the plan")
     signed = event.embedded()
     if signed is not None:
@@ -291,7 +315,7 @@ def _signed_binding(
         out.append(f"{what} for plan {found!r}, not {txn.plan_digest}")
     if signed.get("txnId") != plan.txn_id:
         out.append(f"{what} for transaction {signed.get('txnId')!r}, not {plan.txn_id!r}")
-    key = "groupId" if event.type == TxnEvent.APPROVAL else "branchId"
+    key = _EMBEDDED[event.type].key
     if signed.get(key) != event.get(key):
         out.append(f"{what} for {key} {signed.get(key)!r}, not {event.get(key)!r}")
     return out
@@ -330,7 +354,7 @@ def _signer_problem(txn: _Txn, plan: Plan, spec: _Embedded, signed: Any) -> str 
         signer = verify(signed, txn.keyring)
     except (SignatureInvalid, VersionUnsupported, InvalidJson) as exc:
         return f"{where} does not verify: {exc.data.get('reason', exc.code)}: {exc.message}"
-    if spec.model is Approval:
+    if spec.key == "groupId":
         expected, role = signed["gateway"], "the gateway it names"
     else:
         branch = next((b for b in plan.branches if b.branch_id == signed["branchId"]), None)

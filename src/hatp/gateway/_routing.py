@@ -1,23 +1,42 @@
-"""Routing one approval group: the gateway's own amounts, the directory, a signed record."""
+"""Routing one approval group: the gateway's own amounts, the directory, a signed record.
+
+Also routing a question (no money, so no authority or separation-of-duties
+rule), and re-signing a routing record with what became of each person.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
 from decimal import Decimal
+from fractions import Fraction
 from typing import Any
 
 from hatp import _checks
 from hatp.clock import Clock, format_time
-from hatp.directory import CardSource, Resolution, resolve
+from hatp.directory import (
+    RULES,
+    Candidate,
+    CardSource,
+    Exclusion,
+    ExclusionRule,
+    Resolution,
+    resolve,
+)
+from hatp.directory._resolve import Ask, matches
 from hatp.errors import AskInvalid
 from hatp.evidence import SigningKey, digest, sign
 from hatp.model import (
     ABSENT,
+    Address,
+    HumanCard,
     HumanResult,
     Plan,
     RoutedHuman,
     RoutingRecord,
+    Status,
+    parse_address,
     recheck_plan,
     required_amounts,
 )
@@ -26,10 +45,12 @@ from hatp.version import PROTOCOL_VERSION
 
 @dataclass(frozen=True, slots=True)
 class Routed:
-    """A routed approval group: the resolution, and the signed routing record (wire form)."""
+    """A routed approval group: the resolution, the signed routing record (wire form),
+    and the amounts per currency an approver had to cover."""
 
     resolution: Resolution
     record: dict[str, Any]
+    amounts: Mapping[str, Decimal] = field(default_factory=dict)
 
 
 def route(
@@ -43,7 +64,7 @@ def route(
     clock: Clock,
     initiator_principal: str | None = None,
     deadline_seconds: float | None = None,
-    passkey_required: bool = False,
+    passkey_required: bool | None = None,
 ) -> Routed:
     """Route approval group ``group`` of ``plan``; return the resolution and a signed record.
 
@@ -51,6 +72,7 @@ def route(
     group's address against them on behalf of ``plan.onBehalfOf``. With the
     amount check switched off (tests only) it routes on the amount the agent
     declared, if any, and the record says ``checked: "absent"``.
+    ``passkey_required`` defaults to the group's ``requirement.passkey``.
 
     Raises:
         PlanInvalid: the plan is invalid; a negative amount or tolerance is
@@ -96,13 +118,12 @@ def route(
         on_behalf_of=parsed.on_behalf_of,
         initiator_principal=initiator_principal,
         deadline_seconds=deadline_seconds,
-        passkey_required=passkey_required,
+        passkey_required=approval.requirement.passkey
+        if passkey_required is None
+        else passkey_required,
     )
     humans = [RoutedHuman(id=c.id, result=HumanResult.CANDIDATE) for c in resolution.candidates]
-    humans += [
-        RoutedHuman(id=e.id, result=HumanResult.EXCLUDED, rule=e.rule.value, detail=e.detail)
-        for e in resolution.excluded
-    ]
+    humans += [excluded_human(e) for e in resolution.excluded]
     body = {
         "hatpVersion": PROTOCOL_VERSION,
         "kind": "routing",
@@ -116,9 +137,88 @@ def route(
         "humans": [h.to_wire() for h in humans],
         "time": format_time(clock.now()),
     }
+    return Routed(resolution, _signed(body, key), amounts)
+
+
+def excluded_human(exclusion: Exclusion, detail_prefix: str = "") -> RoutedHuman:
+    """Return the routing record's entry for a person passed over by ``exclusion``."""
+    return RoutedHuman(
+        id=exclusion.id,
+        result=HumanResult.EXCLUDED,
+        rule=exclusion.rule.value,
+        detail=detail_prefix + exclusion.detail,
+    )
+
+
+def resign_routing(
+    record: Mapping[str, Any], humans: Sequence[RoutedHuman], key: SigningKey, at: datetime
+) -> dict[str, Any]:
+    """Return ``record`` with its ``humans`` and ``time`` replaced, signed again by ``key``.
+
+    The gateway signs a first record when it routes, and a final one when the
+    group is decided, saying what became of each person ([GW-ROUTING-FINAL]).
+
+    Raises:
+        pydantic.ValidationError: the result is not a routing record.
+    """
+    body = {k: v for k, v in record.items() if k != "signature"}
+    body.update(humans=[h.to_wire() for h in humans], time=format_time(at))
+    return _signed(body, key)
+
+
+def _signed(body: dict[str, Any], key: SigningKey) -> dict[str, Any]:
     signed = sign(body, key)
     RoutingRecord.model_validate(signed)  # the record we sign has the wire form
-    return Routed(resolution, signed)
+    return signed
+
+
+#: The exclusion rules that apply to a question: it carries no money and may
+#: well be for the very person the agent acts for.
+QUESTION_RULES = frozenset({ExclusionRule.SKILL, ExclusionRule.OFFLINE, ExclusionRule.CAPACITY})
+_STATUS_RANK = {Status.AVAILABLE: 0, Status.BUSY: 1, Status.AWAY: 2, Status.OFFLINE: 3}
+
+
+def resolve_question(
+    source: CardSource, address: Address | str, *, deadline_seconds: float | None = None
+) -> Resolution:
+    """Resolve a question's address to ranked people who may answer it ([GW-QUESTION-ROUTE]).
+
+    The same matching and ranking as :func:`hatp.directory.resolve`, with
+    only the rules of :data:`QUESTION_RULES`.
+
+    Raises:
+        AddressInvalid: the address does not parse, or is an agent's.
+    """
+    parsed = address if isinstance(address, Address) else parse_address(address)
+    if not parsed.is_human:
+        return resolve(source, parsed, "answer", amounts={}, on_behalf_of="")  # refuses it
+    ask = Ask(parsed, "answer", {}, "", None, deadline_seconds, False)
+    candidates: list[Candidate] = []
+    excluded: list[Exclusion] = []
+    for card in _matching(source.cards(), parsed):
+        exclusion = next(
+            (
+                Exclusion(card.id, rule, detail)
+                for rule, check_id, check in RULES
+                if rule in QUESTION_RULES
+                and (detail := check(card, ask)) is not None
+                and _checks.is_on(check_id)
+            ),
+            None,
+        )
+        if exclusion is not None:
+            excluded.append(exclusion)
+            continue
+        capacity = card.capacity
+        load = Fraction(capacity.open, capacity.max_open) if capacity.max_open else Fraction(1)
+        fits = deadline_seconds is None or card.sla.decide_seconds <= deadline_seconds
+        candidates.append(Candidate(card.id, card, card.availability.status, load, fits))
+    candidates.sort(key=lambda c: (_STATUS_RANK[c.status], c.load, not c.sla_fits))
+    return Resolution(parsed, tuple(candidates), tuple(excluded))
+
+
+def _matching(cards: Iterable[HumanCard], address: Address) -> list[HumanCard]:
+    return sorted((c for c in cards if matches(c, address)), key=lambda c: c.id)
 
 
 def _money(amounts: Mapping[str, Decimal]) -> list[dict[str, str]]:

@@ -23,6 +23,14 @@ from hatp.model.card import (
     parse_card_body,
 )
 from hatp.model.findings import Finding, Result, VerificationReport
+from hatp.model.human import (
+    ASK_ID_PATTERN,
+    Answer,
+    HumanVote,
+    PendingVote,
+    Question,
+    QuestionType,
+)
 from hatp.model.keys import KeyringDocument, KeyringEntry, PublicJwk
 from hatp.model.plan import (
     COMMIT_ORDER,
@@ -55,6 +63,7 @@ from hatp.model.txn import (
 
 __all__ = [
     "ABSENT",
+    "ASK_ID_PATTERN",
     "COMMIT_ORDER",
     "MAX_QUORUM",
     "SEAL_EVENT",
@@ -63,6 +72,7 @@ __all__ = [
     "AddressKind",
     "AgentText",
     "Amount",
+    "Answer",
     "Approval",
     "ApprovalDecision",
     "ApprovalGroup",
@@ -81,14 +91,18 @@ __all__ = [
     "HumanCard",
     "HumanCardBody",
     "HumanResult",
+    "HumanVote",
     "KeyringDocument",
     "KeyringEntry",
     "Kid",
     "OutcomeReceipt",
+    "PendingVote",
     "Plan",
     "Preconditions",
     "PrepareReceipt",
     "PublicJwk",
+    "Question",
+    "QuestionType",
     "RecordEvent",
     "RequiredAmount",
     "Requirement",

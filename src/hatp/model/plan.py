@@ -125,6 +125,9 @@ class Requirement(WireModel):
         default=None,
         description="the agent-declared amount; at least the plan's total plus tolerance",
     )
+    passkey: bool = Field(
+        default=False, description="ask only people with a passkey (WebAuthn key) on their card"
+    )
 
     @field_validator("tolerance")
     @classmethod

@@ -12,14 +12,18 @@ from pathlib import Path
 from typing import Any
 
 from hatp.model import (
+    Answer,
     Approval,
     BranchStatus,
     HumanCard,
+    HumanVote,
     KeyringDocument,
     OutcomeReceipt,
+    PendingVote,
     Plan,
     PrepareReceipt,
     PublicJwk,
+    Question,
     RecordEvent,
     RoutingRecord,
     Signature,
@@ -30,14 +34,18 @@ from hatp.model import (
 )
 
 WIRE_TYPES: tuple[type[WireModel], ...] = (
+    Answer,
     Approval,
     BranchStatus,
     HumanCard,
+    HumanVote,
     KeyringDocument,
     OutcomeReceipt,
+    PendingVote,
     Plan,
     PrepareReceipt,
     PublicJwk,
+    Question,
     RecordEvent,
     RoutingRecord,
     Signature,

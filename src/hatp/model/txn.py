@@ -14,6 +14,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from hatp.model._base import Digest, WireModel, WireTime
+from hatp.model.human import ASK_ID_PATTERN
 from hatp.model.plan import Amount, Tier
 from hatp.model.signature import Signature
 
@@ -139,15 +140,29 @@ class ApprovalDecision(StrEnum):
 
 
 class Approval(WireModel):
-    """A gateway's signed account of one approval group's decision on one plan."""
+    """A gateway's signed account of one approval group's decision on one plan.
+
+    It carries the evidence the decision rests on: each person's own signed
+    :class:`~hatp.model.HumanVote`, the directory-signed cards of the people
+    who voted (their keys verify the votes), and the gateway's final signed
+    routing record (who the address matched, and what happened to each).
+    ``withdrawn`` is true when the deadline passed and the gateway withdrew
+    its asks and voted no; ``reason`` says why the group was decided so.
+    """
 
     hatp_version: str
     kind: Literal["approval"]
+    ask_id: str = Field(pattern=ASK_ID_PATTERN)
     txn_id: str
     plan_digest: Digest
     group_id: str
     decision: ApprovalDecision = Field(strict=False)
-    approver: str = Field(description="who decided, from authentication (human://…)")
+    approvers: list[str] = Field(description="who approved (human://…), in vote order")
+    reason: str = Field(max_length=1000)
+    withdrawn: bool = False
+    votes: list[dict[str, Any]] = Field(description="the signed HumanVotes, in arrival order")
+    cards: list[dict[str, Any]] = Field(description="the signed Human Cards of the voters")
+    routing: dict[str, Any] = Field(description="the gateway's final signed routing record")
     gateway: str = Field(description="the gateway that asked and signs")
     decided_at: WireTime
     signature: Signature
@@ -172,6 +187,7 @@ class TxnEvent(StrEnum):
 
     PLANNED = "txn.planned"
     PREPARED = "txn.prepared"
+    PENDING = "txn.pending"
     APPROVAL = "txn.approval"
     DECIDED = "txn.decided"
     TAKEN_OVER = "txn.taken-over"

@@ -2,16 +2,22 @@
 
 :func:`open_store` opens a SQLite file or a PostgreSQL database. On top of
 it, :class:`DecisionLog` is the coordinator's log of transactions and their
-record events, and :class:`BranchStore` a participant's state per branch.
+record events, :class:`BranchStore` a participant's state per branch, and
+:class:`AskStore` the Human Gateway's pending asks.
 The durability rules are in ``docs/spec.md`` ([STORE-DURABLE] and after).
 """
 
+from hatp.store._asks import AskKind, AskRow, AskState, AskStore
 from hatp.store._branches import BranchRow, BranchStore
 from hatp.store._engine import Store, open_store
 from hatp.store._log import DecisionLog, TxnRow
 from hatp.store._schema import from_ms, to_ms
 
 __all__ = [
+    "AskKind",
+    "AskRow",
+    "AskState",
+    "AskStore",
     "BranchRow",
     "BranchStore",
     "DecisionLog",

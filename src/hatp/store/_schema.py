@@ -74,6 +74,26 @@ branch = sa.Table(
     sa.Index("ix_hatp_branch_expiry", "participant_id", "state", "lease_expires_at"),
 )
 
+#: The Human Gateway's asks (approval groups and questions), each with its whole state.
+ask = sa.Table(
+    "hatp_ask",
+    metadata,
+    sa.Column("ask_id", sa.Text, primary_key=True),
+    sa.Column("kind", sa.Text, nullable=False),  # an AskKind value
+    sa.Column("txn_id", sa.Text, nullable=False),  # the transaction's id, or the question's
+    sa.Column("group_id", sa.Text, nullable=False),  # the approval group, or "question"
+    sa.Column("plan_digest", sa.Text, nullable=False),  # the plan's digest, or the question's
+    sa.Column("state", sa.Text, nullable=False),  # an AskState value
+    sa.Column("decide_by", sa.BigInteger, nullable=False),
+    sa.Column("next_due", sa.BigInteger, nullable=True),  # when the gateway next acts; open only
+    sa.Column("doc", sa.Text, nullable=False),  # canonical JSON of the ask's whole state
+    sa.Column("version", sa.BigInteger, nullable=False),  # bumped by every update
+    sa.Column("created_at", sa.BigInteger, nullable=False),
+    sa.Column("updated_at", sa.BigInteger, nullable=False),
+    sa.UniqueConstraint("kind", "txn_id", "group_id", "plan_digest", name="uq_hatp_ask_subject"),
+    sa.Index("ix_hatp_ask_due", "state", "next_due"),
+)
+
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MS = timedelta(milliseconds=1)
 

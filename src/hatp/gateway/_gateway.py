@@ -1,0 +1,572 @@
+"""The Human Gateway: asks people over channels, checks what they say, signs the outcome.
+
+:class:`HumanGateway` is the coordinator's :class:`~hatp.coordinator.Gateway`
+(``ask`` / ``poll`` / ``withdraw``) and the channels' :class:`Responder`
+(``submit_vote`` / ``submit_answer`` / ``decline``). Every change to an ask
+is stored in the :class:`~hatp.store.AskStore` before anything is said over a
+channel, and stored only if the ask did not move on meanwhile, so a second
+gateway on the same store continues every open ask ([GW-DURABLE]) and two
+never both decide one ([STORE-ASK-VERSION]). The rules themselves live in
+:mod:`hatp.gateway._ask`; the checks on a person's response are here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import secrets
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import replace
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from hatp import _checks
+from hatp.clock import Clock, format_time, parse_time
+from hatp.directory import CardSource, Directory
+from hatp.errors import AskConflict, AskWithdrawn
+from hatp.evidence import SigningKey, sign
+from hatp.gateway._ask import AskDoc, Context, Effects, person_entry
+from hatp.gateway._channels import Channel, Notice
+from hatp.gateway._questions import parse_question, question_digest, sign_answer
+from hatp.gateway._responses import (
+    check_signature,
+    check_vote,
+    parse_vote,
+    refused,
+    require_asked,
+    require_in_time,
+    require_open,
+)
+from hatp.gateway._routing import resolve_question, route
+from hatp.gateway._view import approver_view, question_view
+from hatp.model import HumanCard, PendingVote, parse_plan
+from hatp.store import AskKind, AskRow, AskState, AskStore
+from hatp.version import PROTOCOL_VERSION
+
+if TYPE_CHECKING:
+    from hatp.coordinator import ApprovalRequest
+
+__all__ = ["HumanGateway"]
+
+#: How many times a change is redone on a fresh read when another gateway got there first.
+CONFLICT_RETRIES = 5
+#: The group id a question's pending vote names.
+QUESTION_GROUP = "question"
+
+_Change = Callable[[AskRow, AskDoc], None]
+
+
+class HumanGateway:
+    """A Human Gateway over a directory, a store of asks, and channels to people.
+
+    ``channels`` maps a card's channel type (``"web"``, ``"terminal"``, …) to
+    the channel that serves it (or is an iterable of channels, keyed by their
+    ``channel_type``). ``initiator_principals`` maps an agent id to the
+    person it works for, who may not approve that agent's plans ([DIR-SOD]).
+    """
+
+    def __init__(
+        self,
+        gateway_id: str,
+        key: SigningKey,
+        directory: CardSource,
+        asks: AskStore,
+        channels: Mapping[str, Channel] | Iterable[Channel],
+        clock: Clock,
+        *,
+        initiator_principals: Mapping[str, str] | None = None,
+    ) -> None:
+        self._id = gateway_id
+        self._key = key
+        self._directory = directory
+        self._asks = asks
+        self._channels: dict[str, Channel] = (
+            dict(channels)
+            if isinstance(channels, Mapping)
+            else {c.channel_type: c for c in channels}
+        )
+        self._clock = clock
+        self._principals = dict(initiator_principals or {})
+        self._waiters: dict[str, list[asyncio.Future[None]]] = {}
+        self._changed = asyncio.Event()
+        self._loop: asyncio.Task[None] | None = None
+        self._stop = asyncio.Event()
+        #: Errors channels raised while delivering or withdrawing (the ask goes on:
+        #: a person not reached misses their SLA and the gateway escalates).
+        self.channel_errors: list[Exception] = []
+
+    @property
+    def gateway_id(self) -> str:
+        """The gateway's id: the issuer of its signing key, named in what it signs."""
+        return self._id
+
+    # -- the coordinator's side -----------------------------------------
+
+    async def ask(self, request: ApprovalRequest) -> dict[str, Any]:
+        """Ask approval group ``request.group`` about the plan; return the signed
+        PendingVote, or the signed Approval if the group is decided already.
+
+        Asking again about the same (txnId, groupId, planDigest) returns the
+        same ask ([GW-ASK-ONCE]). Fewer eligible people than the address's
+        quorum decides reject at once ([GW-FEW]).
+
+        Raises:
+            AskInvalid: no such group in the plan, or the digest is not the plan's.
+            PlanInvalid, RequirementBelowTotal, AddressInvalid: routing refused it.
+            StoreUnavailable: the store failed; nobody was asked.
+        """
+        group_id = request.group.group_id
+        found = self._asks.find(AskKind.APPROVAL, request.txn_id, group_id, request.plan_digest)
+        if found is not None:
+            return await self.poll(found.ask_id)
+        now = self._clock.now()
+        routed = route(
+            request.plan,
+            request.plan_digest,
+            group_id,
+            self._directory,
+            gateway_id=self._id,
+            key=self._key,
+            clock=self._clock,
+            initiator_principal=self._principals.get(request.plan.initiator),
+            deadline_seconds=max(0.0, (request.decide_by - now).total_seconds()),
+        )
+        resolution = routed.resolution
+        ask_id = _new_ask_id()
+        doc = {
+            **self._new_doc(
+                ask_id, request.txn_id, request.plan_digest, group_id, request.decide_by
+            ),
+            "kind": AskKind.APPROVAL.value,
+            "plan": request.plan.to_wire(),
+            "needed": resolution.needed,
+            "action": request.group.requirement.action,
+            "amounts": {c: str(v) for c, v in sorted(routed.amounts.items())},
+            "onBehalfOf": request.plan.on_behalf_of,
+            "initiatorPrincipal": self._principals.get(request.plan.initiator),
+            "passkey": request.group.requirement.passkey,
+            "routing": routed.record,
+            "people": [person_entry(c.card) for c in resolution.candidates]
+            + [
+                {"id": e.id, "status": "excluded", "rule": e.rule.value, "detail": e.detail}
+                for e in resolution.excluded
+            ],
+        }
+        work = AskDoc(doc, self._context(now))
+        if not resolution.enough and _checks.is_on("GW-FEW"):  # [GW-FEW]
+            eligible = len(resolution.candidates)
+            work.decide("reject", f"needs {resolution.needed}, only {eligible} eligible")
+        else:
+            work.fill()
+        return _approval_result(await self._create(work, AskKind.APPROVAL, now))
+
+    async def poll(self, ask_id: str, *, wait_seconds: float = 0.0) -> dict[str, Any]:
+        """Return the signed PendingVote while the group is undecided, else the signed
+        Approval. Waits up to ``wait_seconds`` on the gateway's clock, returning as
+        soon as the ask is decided. A due SLA or deadline is acted on first.
+        A decision another gateway process makes is seen at the end of the wait
+        (or at the ask's next SLA or deadline), not at once.
+
+        Raises:
+            AskUnknown: no such ask.
+            StoreUnavailable: the store failed.
+        """
+        return _approval_result(await self._poll(ask_id, wait_seconds))
+
+    async def withdraw(self, ask_id: str, reason: str) -> None:
+        """Withdraw an ask nobody needs any more from everyone asked. Idempotent; a
+        decided ask stays decided. An approval ask gets a withdrawn reject.
+
+        Raises:
+            AskUnknown: no such ask.
+            StoreUnavailable: the store failed.
+        """
+
+        def change(row: AskRow, work: AskDoc) -> None:
+            if row.is_open:
+                work.close_withdrawn(
+                    f"withdrawn by its asker: {reason}"[:1000], "withdrawn: the asker withdrew it"
+                )
+
+        await self._apply(ask_id, change)
+
+    # -- the channels' side ---------------------------------------------
+
+    async def submit_vote(self, ask_id: str, vote: Mapping[str, Any]) -> None:
+        """Record a person's signed HumanVote; it may decide the group.
+
+        Raises:
+            ResponseRefused: nothing was recorded; ``data.reason`` is one of
+                ``SHAPE``, ``WRONG_KIND``, ``CLOSED``, ``LATE``, ``MISMATCH``,
+                ``TWICE``, ``NOT_ASKED``, ``SIGNATURE``.
+            AskUnknown: no such ask.
+            StoreUnavailable: the store failed; nothing was recorded.
+        """
+        parsed = parse_vote(ask_id, vote)
+
+        def change(row: AskRow, work: AskDoc) -> None:
+            check_vote(row, work, parsed, self._clock.now())
+            card = self._card(parsed.human)
+            check_signature(ask_id, vote, parsed.human, card)
+            work.record_vote(dict(vote), None if card is None else self._signed_card(card))
+
+        await self._apply(ask_id, change)
+
+    async def decline(self, ask_id: str, human: str) -> None:
+        """Pass the ask from ``human`` to the next eligible person ([GW-DECLINE]).
+
+        Raises:
+            ResponseRefused: ``CLOSED`` or ``NOT_ASKED``; nothing was recorded.
+            AskUnknown: no such ask.
+            StoreUnavailable: the store failed.
+        """
+
+        def change(row: AskRow, work: AskDoc) -> None:
+            require_open(row, human)
+            require_asked(row, work, human)
+            work.decline(human)
+
+        await self._apply(ask_id, change)
+
+    async def ask_question(self, question: Mapping[str, Any]) -> dict[str, Any]:
+        """Ask a question of one person its address routes to; return the signed
+        pending (``txnId`` = question id, ``planDigest`` = question digest,
+        ``groupId`` = ``"question"``) or the signed Answer. Asking the same
+        question again returns the same ask ([GW-ASK-ONCE]).
+
+        Raises:
+            QuestionInvalid: not a valid question.
+            AddressInvalid: its address does not resolve to people.
+            AskWithdrawn: nobody may answer it ([GW-FEW]).
+            StoreUnavailable: the store failed; nobody was asked.
+        """
+        parsed = parse_question(question)
+        qdigest = question_digest(parsed)
+        found = self._asks.find(AskKind.QUESTION, parsed.question_id, QUESTION_GROUP, qdigest)
+        if found is not None:
+            return await self.poll_question(found.ask_id)
+        now = self._clock.now()
+        deadline = parse_time(parsed.decide_by)
+        resolution = resolve_question(
+            self._directory,
+            parsed.address,
+            deadline_seconds=max(0.0, (deadline - now).total_seconds()),
+        )
+        ask_id = _new_ask_id()
+        doc = {
+            **self._new_doc(ask_id, parsed.question_id, qdigest, QUESTION_GROUP, deadline),
+            "kind": AskKind.QUESTION.value,
+            "question": parsed.to_wire(),
+            "needed": 1,
+            "people": [person_entry(c.card) for c in resolution.candidates]
+            + [
+                {"id": e.id, "status": "excluded", "rule": e.rule.value, "detail": e.detail}
+                for e in resolution.excluded
+            ],
+        }
+        work = AskDoc(doc, self._context(now))
+        if not resolution.candidates:  # [GW-FEW]
+            work.close_withdrawn("needs 1, only 0 eligible", "")
+        else:
+            work.fill()
+        row = await self._create(work, AskKind.QUESTION, now)
+        return _question_result(row)
+
+    async def submit_answer(self, ask_id: str, human: str, value: Any) -> None:
+        """Record ``human``'s answer once it fits the question, as a signed Answer.
+
+        Raises:
+            AnswerInvalid: the answer does not fit; nothing was signed, the
+                question stays open ([GW-ANSWER]).
+            ResponseRefused: ``WRONG_KIND``, ``CLOSED``, ``LATE`` or ``NOT_ASKED``.
+            AskUnknown: no such ask.
+            StoreUnavailable: the store failed.
+        """
+
+        def change(row: AskRow, work: AskDoc) -> None:
+            if row.kind is not AskKind.QUESTION:
+                raise refused(ask_id, human, "WRONG_KIND", "this ask takes votes, not answers")
+            require_open(row, human)
+            require_in_time(row, human, self._clock.now())
+            require_asked(row, work, human)
+            answer = sign_answer(
+                self._key,
+                self._id,
+                ask_id,
+                parse_question(row.doc["question"]),
+                value,
+                human,
+                row.doc.get("declined", []),
+                self._clock.now(),
+            )
+            work.answered(answer, human)
+
+        await self._apply(ask_id, change)
+
+    async def poll_question(self, ask_id: str, *, wait_seconds: float = 0.0) -> dict[str, Any]:
+        """Return the signed pending while the question is open, else the signed Answer.
+
+        Raises:
+            AskWithdrawn: the question closed unanswered (deadline, or withdrawn).
+            AskUnknown: no such ask.
+            StoreUnavailable: the store failed.
+        """
+        return _question_result(await self._poll(ask_id, wait_seconds))
+
+    # -- time ------------------------------------------------------------
+
+    async def tick(self) -> None:
+        """Act on every open ask that is due: escalate past SLAs, close at deadlines."""
+        for row in self._asks.due(self._clock.now()):
+            with contextlib.suppress(AskConflict):  # another gateway is acting on it
+                await self._apply(row.ask_id, _tick)
+
+    async def run_until(self, stop: asyncio.Event) -> None:
+        """Tick whenever an ask falls due, until ``stop`` is set."""
+        while not stop.is_set():
+            self._changed.clear()
+            await self.tick()
+            due = self._asks.next_due()
+            waits: list[asyncio.Future[Any]] = [
+                asyncio.ensure_future(stop.wait()),
+                asyncio.ensure_future(self._changed.wait()),
+            ]
+            if due is not None:
+                waits.append(asyncio.ensure_future(self._clock.sleep_until(due)))
+            try:
+                await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for waiting in waits:
+                    waiting.cancel()
+                await asyncio.gather(*waits, return_exceptions=True)
+
+    def start(self) -> None:
+        """Run :meth:`run_until` in the background until :meth:`stop`."""
+        if self._loop is None or self._loop.done():
+            self._stop = asyncio.Event()
+            self._loop = asyncio.create_task(self.run_until(self._stop))
+
+    async def stop(self) -> None:
+        """Stop the background loop started by :meth:`start`, and wait for it."""
+        if self._loop is not None:
+            self._stop.set()
+            await self._loop
+            self._loop = None
+
+    # -- internals -------------------------------------------------------
+
+    def _context(self, now: datetime) -> Context:
+        return Context(self._id, self._key, frozenset(self._channels), self._directory, now)
+
+    def _new_doc(
+        self,
+        ask_id: str,
+        subject: str,
+        digest: str,
+        group_id: str,
+        decide_by: datetime,
+    ) -> dict[str, Any]:
+        now = self._clock.now()
+        pending = sign(
+            {
+                "hatpVersion": PROTOCOL_VERSION,
+                "kind": "pending",
+                "askId": ask_id,
+                "txnId": subject,
+                "planDigest": digest,
+                "groupId": group_id,
+                "gateway": self._id,
+                "decideBy": format_time(decide_by),
+                "time": format_time(now),
+            },
+            self._key,
+        )
+        PendingVote.model_validate(pending)
+        return {
+            "askId": ask_id,
+            "txnId": subject,
+            "planDigest": digest,
+            "groupId": group_id,
+            "decideBy": format_time(decide_by),
+            "askedAt": format_time(now),
+            "votes": [],
+            "cards": {},
+            "state": AskState.OPEN.value,
+            "result": None,
+            "pending": pending,
+        }
+
+    async def _create(self, work: AskDoc, kind: AskKind, now: datetime) -> AskRow:
+        doc = work.doc
+        row = self._asks.create(
+            AskRow(
+                ask_id=doc["askId"],
+                kind=kind,
+                txn_id=doc["txnId"],
+                group_id=doc["groupId"],
+                plan_digest=doc["planDigest"],
+                state=AskState(doc["state"]),
+                decide_by=work.decide_by,
+                next_due=work.next_due() if doc["state"] == AskState.OPEN.value else None,
+                doc=doc,
+            ),
+            now,
+        )
+        if row.ask_id == doc["askId"]:  # ours, not one another gateway made first
+            await self._act(row, work.effects)
+        return row
+
+    def _settle(self, ask_id: str) -> tuple[AskRow, Effects]:
+        """Read the ask; if it is due, act on it first (effects left to the caller)."""
+        row = self._asks.get(ask_id)
+        if row.is_open and row.next_due is not None and row.next_due <= self._clock.now():
+            with contextlib.suppress(AskConflict):
+                return self._change(ask_id, _tick)
+        return row, Effects()
+
+    async def _poll(self, ask_id: str, wait_seconds: float) -> AskRow:
+        until = self._clock.now() + timedelta(seconds=max(0.0, wait_seconds))
+        while True:
+            row, effects = self._settle(ask_id)
+            await self._act(row, effects)
+            if not row.is_open or self._clock.now() >= until:
+                return row
+            wake = until if row.next_due is None else min(until, row.next_due)
+            await self._wait(ask_id, wake)
+
+    async def _wait(self, ask_id: str, wake: datetime) -> None:
+        """Return when this gateway changes the ask, or the clock reaches ``wake``."""
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters.setdefault(ask_id, []).append(future)
+        sleeper = asyncio.ensure_future(self._clock.sleep_until(wake))
+        try:
+            await asyncio.wait([future, sleeper], return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            sleeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await sleeper
+            waiters = self._waiters.get(ask_id, [])
+            if future in waiters:
+                waiters.remove(future)
+            if not waiters:
+                self._waiters.pop(ask_id, None)
+
+    def _change(self, ask_id: str, change: _Change) -> tuple[AskRow, Effects]:
+        """Apply ``change`` to the stored ask and store it, redoing it on a fresh read
+        if another gateway updated the ask meanwhile."""
+        for _ in range(CONFLICT_RETRIES):
+            row = self._asks.get(ask_id)
+            now = self._clock.now()
+            work = AskDoc(row.doc, self._context(now))
+            change(row, work)
+            if work.doc == row.doc:
+                return row, work.effects
+            is_open = work.doc["state"] == AskState.OPEN.value
+            updated = replace(
+                row,
+                doc=work.doc,
+                state=AskState(work.doc["state"]),
+                next_due=work.next_due() if is_open else None,
+            )
+            try:
+                return self._asks.update(updated, now), work.effects
+            except AskConflict:
+                continue
+        raise AskConflict(
+            f"ask {ask_id} kept changing under this gateway ({CONFLICT_RETRIES} tries); try again",
+            ask_id=ask_id,
+        )
+
+    async def _apply(self, ask_id: str, change: _Change) -> AskRow:
+        row, effects = self._change(ask_id, change)
+        await self._act(row, effects)
+        return row
+
+    async def _act(self, row: AskRow, effects: Effects) -> None:
+        """Say over the channels what the stored change means, then wake the waiters."""
+        people = {p["id"]: p for p in row.doc["people"]}
+        for human in effects.deliver:
+            entry = people[human]
+            try:
+                await self._channels[entry["channel"]].deliver(self._notice(row, entry), self)
+            except Exception as exc:  # the person misses their SLA; the gateway escalates
+                self.channel_errors.append(exc)
+        for human, channel in effects.withdraw:
+            try:
+                await self._channels[channel].withdraw(row.ask_id, human)
+            except Exception as exc:  # withdrawing is a courtesy; the ask is closed anyway
+                self.channel_errors.append(exc)
+        if effects.deliver or effects.withdraw or not row.is_open:
+            self._notify(row.ask_id)
+
+    def _notify(self, ask_id: str) -> None:
+        for future in self._waiters.pop(ask_id, []):
+            if not future.done():
+                future.set_result(None)
+        self._changed.set()
+
+    def _notice(self, row: AskRow, entry: dict[str, Any]) -> Notice:
+        doc = row.doc
+        if row.kind is AskKind.QUESTION:
+            view: Any = question_view(doc["question"])
+            payload = {
+                "askId": row.ask_id,
+                "questionId": doc["txnId"],
+                "questionDigest": doc["planDigest"],
+            }
+        else:
+            view = approver_view(parse_plan(doc["plan"]), doc["groupId"])
+            payload = {
+                "askId": row.ask_id,
+                "txnId": doc["txnId"],
+                "planDigest": doc["planDigest"],
+                "groupId": doc["groupId"],
+                "human": entry["id"],
+            }
+        return Notice(
+            ask_id=row.ask_id,
+            human=entry["id"],
+            kind="question" if row.kind is AskKind.QUESTION else "approval",
+            view=view,
+            payload=payload,
+            decide_by=row.decide_by,
+            respond_by=parse_time(entry["respondBy"]),
+        )
+
+    def _card(self, human: str) -> HumanCard | None:
+        return next((c for c in self._directory.cards() if c.id == human), None)
+
+    def _signed_card(self, card: HumanCard) -> dict[str, Any]:
+        """The card as the directory signed it."""
+        if isinstance(self._directory, Directory):
+            for doc in self._directory.to_json()["cards"]:
+                if doc.get("id") == card.id:
+                    return dict(doc)
+        return card.to_wire()
+
+
+def _tick(row: AskRow, work: AskDoc) -> None:
+    if row.is_open:
+        work.tick()
+
+
+def _new_ask_id() -> str:
+    return "ask-" + secrets.token_urlsafe(18)
+
+
+def _approval_result(row: AskRow) -> dict[str, Any]:
+    result: dict[str, Any] = row.doc["result"] or row.doc["pending"]
+    return result
+
+
+def _question_result(row: AskRow) -> dict[str, Any]:
+    if row.state is AskState.WITHDRAWN:
+        reason = row.doc.get("closedReason", "withdrawn")
+        raise AskWithdrawn(
+            f"question {row.txn_id} was withdrawn unanswered: {reason}; ask it again "
+            "with a later decideBy or another address",
+            ask_id=row.ask_id,
+            reason=reason,
+        )
+    result: dict[str, Any] = row.doc["result"] or row.doc["pending"]
+    return result

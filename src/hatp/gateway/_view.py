@@ -1,0 +1,276 @@
+"""What a person is shown before they decide: built from the plan, never from the agent's words.
+
+An :class:`ApproverView` holds only the plan's structured members (who
+acts, for whom, each step's participant, operation, tier and amount, the
+deadline, the group's action) and the amounts the gateway computed itself
+with :func:`hatp.model.required_amounts` ([GW-VIEW]). Whatever the agent
+wrote (``agentText``, a question's prompt and options) is kept in its own
+fields and rendered under a label that says the agent wrote it
+([GW-VIEW-AGENT-TEXT]), each line behind a bar so it cannot pose as the
+gateway's own lines. Rendering escapes every character that is not
+printable, so no string (a participant's name, a newline, a terminal
+escape sequence) can forge or hide a line ([GW-VIEW-ESCAPE]).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+
+from hatp.clock import format_time, parse_time
+from hatp.evidence import digest
+from hatp.gateway._questions import MAX_TEXT_LENGTH, parse_question
+from hatp.model import Plan, Question, QuestionType, Tier, recheck_plan, required_amounts
+
+__all__ = [
+    "AGENT_TEXT_LABEL",
+    "AmountLine",
+    "ApproverView",
+    "QuestionView",
+    "StepLine",
+    "approver_view",
+    "format_amount",
+    "question_view",
+    "render_question_text",
+    "render_text",
+]
+
+#: The label above anything the agent wrote.
+AGENT_TEXT_LABEL = "Written by the agent (not checked by hatp):"
+#: What each tier means to the person deciding.
+_TIER_WORDS = {
+    Tier.HOLD: "held until commit",
+    Tier.COMPENSATE: "can be undone",
+    Tier.FINAL: "cannot be undone",
+}
+_BAR = "  | "
+
+
+@dataclass(frozen=True, slots=True)
+class StepLine:
+    """One branch of the plan as the person sees it."""
+
+    branch_id: str
+    participant: str
+    operation: str
+    tier: Tier
+    amount: str | None
+    settles: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class AmountLine:
+    """What the group approves in one currency: the plan's total and, with the
+    tolerance, the most it may cost (both computed by the gateway)."""
+
+    currency: str
+    total: Decimal
+    with_tolerance: Decimal
+
+    @property
+    def text(self) -> str:
+        """``"1,000 USD, up to 1,020 USD"``, or ``"1,000 USD"`` when there is no tolerance."""
+        total = format_amount(self.total, self.currency)
+        if self.with_tolerance == self.total:
+            return total
+        return f"{total}, up to {format_amount(self.with_tolerance, self.currency)}"
+
+
+@dataclass(frozen=True, slots=True)
+class ApproverView:
+    """What an approver is shown for one approval group of one plan.
+
+    Every field but ``agent_text`` comes from the plan's structured members
+    or the gateway's own arithmetic; ``agent_text`` is the plan's
+    ``agentText`` summary, shown labelled and never used for anything else.
+    """
+
+    txn_id: str
+    plan_digest: str
+    initiator: str
+    on_behalf_of: str
+    group_id: str
+    address: str
+    action: str
+    passkey: bool
+    steps: tuple[StepLine, ...]
+    amounts: tuple[AmountLine, ...]
+    decide_by: datetime
+    agent_text: str | None
+
+
+def approver_view(plan: Mapping[str, Any] | Plan, group_id: str) -> ApproverView:
+    """Build the view of approval group ``group_id`` of ``plan``. [GW-VIEW]
+
+    Raises:
+        PlanInvalid: the plan is invalid (a negative amount or tolerance is
+            refused by the gateway itself, [GW-NEGATIVE]).
+        RequirementBelowTotal: the group declares less than the plan needs.
+        AskInvalid: the plan has no approval group ``group_id`` (``UNKNOWN_GROUP``).
+    """
+    parsed = recheck_plan(plan)
+    required = required_amounts(parsed, group_id)
+    group = next(g for g in parsed.approvals if g.group_id == group_id)
+    return ApproverView(
+        txn_id=parsed.txn_id,
+        plan_digest=digest(parsed.to_wire()),
+        initiator=parsed.initiator,
+        on_behalf_of=parsed.on_behalf_of,
+        group_id=group.group_id,
+        address=group.address,
+        action=group.requirement.action,
+        passkey=group.requirement.passkey,
+        steps=tuple(
+            StepLine(
+                branch_id=b.branch_id,
+                participant=b.participant,
+                operation=b.operation,
+                tier=b.tier,
+                amount=None
+                if b.amount is None
+                else format_amount(b.amount.decimal, b.amount.currency),
+                settles=tuple(b.settles),
+            )
+            for b in parsed.branches
+        ),
+        amounts=tuple(
+            AmountLine(currency, r.total, r.with_tolerance) for currency, r in required.items()
+        ),
+        decide_by=parse_time(parsed.deadlines.decide_by),
+        # The only place the agent's words go.
+        agent_text=None if parsed.agent_text is None else parsed.agent_text.summary,
+    )
+
+
+def format_amount(value: Decimal, currency: str) -> str:
+    """Return ``value`` with thousands separators and the currency code after it.
+
+    Trailing zeros of the fraction are dropped, keeping at least two
+    decimals when there is a fraction; no digit that matters is ever
+    rounded away: ``1020.00`` → ``"1,020 USD"``, ``1234.5`` → ``"1,234.50 USD"``,
+    ``0.125`` → ``"0.125 USD"``.
+    """
+    # Text, not arithmetic: Decimal arithmetic rounds to 28 digits, and a
+    # plan amount may have 36.
+    digits = format(value, "f")
+    sign = "-" if digits.startswith("-") else ""
+    whole, _, fraction = digits.removeprefix("-").partition(".")
+    fraction = fraction.rstrip("0")
+    text = f"{int(whole):,}" + (f".{fraction.ljust(2, '0')}" if fraction else "")
+    return f"{sign}{text} {currency}"
+
+
+def render_text(view: ApproverView) -> str:
+    """Return the view as plain text for a terminal, a mail or a chat message. [GW-VIEW-ESCAPE]"""
+    lines = [
+        f"Approval asked: {_safe(view.action)}",
+        f"  group {_safe(view.group_id)} ({_safe(view.address)})"
+        + (", passkey required" if view.passkey else ""),
+        f"Transaction {_safe(view.txn_id)}, plan {view.plan_digest}",
+        f"Proposed by {_safe(view.initiator)}, acting for {_safe(view.on_behalf_of)}",
+        "",
+        f"Steps ({len(view.steps)}, all or nothing):",
+    ]
+    for number, step in enumerate(view.steps, 1):
+        lines.append(
+            f"  {number}. {_safe(step.branch_id)}: {_safe(step.operation)} "
+            f"on {_safe(step.participant)}, {step.tier.value} ({_TIER_WORDS[step.tier]})"
+            + (f", {step.amount}" if step.amount is not None else ", no amount")
+            + (f", settles {', '.join(_safe(s) for s in step.settles)}" if step.settles else "")
+        )
+    lines.append("")
+    if view.amounts:
+        lines.append("You approve spending:")
+        lines.extend(f"  {amount.text}" for amount in view.amounts)
+    else:
+        lines.append("You approve spending: nothing (the plan spends no money)")
+    lines.append(f"Decide by: {format_time(view.decide_by)} (UTC)")
+    if view.agent_text is not None:
+        lines.extend(["", AGENT_TEXT_LABEL, *_barred(view.agent_text)])
+    return "\n".join(lines) + "\n"
+
+
+@dataclass(frozen=True, slots=True)
+class QuestionView:
+    """What a person is shown for a question.
+
+    ``agent_text`` (the prompt), ``options`` and ``form_schema`` are the
+    agent's words; the rest is the question's structured members.
+    """
+
+    question_id: str
+    asker: str
+    on_behalf_of: str
+    type: QuestionType
+    decide_by: datetime
+    agent_text: str
+    options: tuple[str, ...]
+    form_schema: dict[str, Any] | None
+    max_length: int
+
+
+def question_view(question: Mapping[str, Any] | Question) -> QuestionView:
+    """Build the view of a question. [GW-VIEW-AGENT-TEXT]
+
+    Raises:
+        QuestionInvalid: the document is not a valid question.
+    """
+    parsed = parse_question(question)
+    return QuestionView(
+        question_id=parsed.question_id,
+        asker=parsed.asker,
+        on_behalf_of=parsed.on_behalf_of,
+        type=parsed.type,
+        decide_by=parse_time(parsed.decide_by),
+        agent_text=parsed.prompt.summary,
+        options=tuple(parsed.options or ()),
+        form_schema=parsed.form_schema,
+        max_length=parsed.max_length or MAX_TEXT_LENGTH,
+    )
+
+
+def render_question_text(view: QuestionView) -> str:
+    """Return the question as plain text; everything the agent wrote is under its label."""
+    kinds = {
+        QuestionType.CHOOSE: f"choose one of {len(view.options)} options",
+        QuestionType.FORM: "fill a form (a JSON value that fits the schema below)",
+        QuestionType.TEXT: f"write a line of text, at most {view.max_length:,} characters",
+    }
+    lines = [
+        f"Question {_safe(view.question_id)} from {_safe(view.asker)}, "
+        f"acting for {_safe(view.on_behalf_of)}",
+        f"Answer: {kinds[view.type]}",
+        f"Answer by: {format_time(view.decide_by)} (UTC)",
+        "",
+        AGENT_TEXT_LABEL,
+        *_barred(view.agent_text),
+    ]
+    if view.options:
+        lines.append("Options (written by the agent):")
+        lines.extend(f"  {n}{_BAR[1:]}{_safe(o)}" for n, o in enumerate(view.options, 1))
+    if view.form_schema is not None:
+        lines.append("Form schema (written by the agent):")
+        schema = json.dumps(view.form_schema, indent=2, sort_keys=True, ensure_ascii=True)
+        lines.extend(_BAR + line for line in schema.splitlines())
+    return "\n".join(lines) + "\n"
+
+
+def _barred(text: str) -> list[str]:
+    """Agent text, one line per line, each behind the bar so none can pass as the gateway's."""
+    return [_BAR + _safe(line) for line in text.split("\n")]
+
+
+def _safe(text: str) -> str:
+    """``text`` with every character that is not printable written as an escape."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else _escape(c) for c in text)
+
+
+def _escape(char: str) -> str:
+    code = ord(char)
+    return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"

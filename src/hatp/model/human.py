@@ -1,0 +1,142 @@
+"""Wire types of what people say through the Human Gateway (docs/spec.md §19).
+
+A person's decision on a plan is a :class:`HumanVote`, signed by a key on
+their own Human Card. While people decide, the gateway answers the
+coordinator with a :class:`PendingVote`; when the group is decided (or its
+deadline passes) it signs an :class:`~hatp.model.Approval` that carries the
+votes, the voters' cards and the final routing record.
+
+Questions beyond approve/reject are :class:`Question` (choose, form, text);
+the gateway signs an :class:`Answer` bound to the question's digest only
+after the answer fits the question.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any, Literal
+
+from pydantic import Field, model_validator
+from pydantic_core import PydanticCustomError
+
+from hatp.model._base import Digest, WireModel, WireTime
+from hatp.model.card import PersonAddress
+from hatp.model.plan import AgentText, Name
+from hatp.model.signature import Signature
+
+__all__ = [
+    "ASK_ID_PATTERN",
+    "Answer",
+    "HumanVote",
+    "PendingVote",
+    "Question",
+    "QuestionType",
+]
+
+#: An ask id: what the gateway calls one ask of one group (or one question).
+ASK_ID_PATTERN = r"^ask-[A-Za-z0-9_-]{8,64}$"
+
+
+class HumanVote(WireModel):
+    """One person's approve or reject of one plan, signed by a key on their own card."""
+
+    hatp_version: str
+    kind: Literal["human-vote"]
+    ask_id: str = Field(pattern=ASK_ID_PATTERN)
+    txn_id: str
+    plan_digest: Digest
+    group_id: str
+    human: PersonAddress
+    decision: Literal["approve", "reject"]
+    time: WireTime
+    signature: Signature
+
+
+class PendingVote(WireModel):
+    """The gateway's signed word that an approval group is asked and not yet decided."""
+
+    hatp_version: str
+    kind: Literal["pending"]
+    ask_id: str = Field(pattern=ASK_ID_PATTERN)
+    txn_id: str
+    plan_digest: Digest
+    group_id: str
+    gateway: str
+    decide_by: WireTime
+    time: WireTime
+    signature: Signature
+
+
+class QuestionType(StrEnum):
+    """What kind of answer a question takes."""
+
+    CHOOSE = "choose"
+    FORM = "form"
+    TEXT = "text"
+
+
+class Question(WireModel):
+    """A question an agent asks a person through the gateway; its digest binds the Answer.
+
+    ``prompt`` is agent-written and shown labelled as such. ``options`` is set
+    for ``choose`` only, ``schema`` (a JSON Schema, draft 2020-12) for
+    ``form`` only, ``maxLength`` for ``text`` only.
+    """
+
+    hatp_version: str
+    kind: Literal["question"]
+    question_id: Name
+    asker: str = Field(pattern=r"^agent://", max_length=512)
+    on_behalf_of: PersonAddress
+    address: str = Field(max_length=512, description="who may answer, as an address")
+    type: QuestionType = Field(strict=False)
+    prompt: AgentText
+    options: list[str] | None = Field(default=None, min_length=2, max_length=64)
+    form_schema: dict[str, Any] | None = Field(default=None, alias="schema")
+    max_length: int | None = Field(default=None, ge=1, le=100_000)
+    decide_by: WireTime
+
+    @model_validator(mode="after")
+    def _fields_of_its_type(self) -> Question:
+        wanted = {
+            QuestionType.CHOOSE: "options",
+            QuestionType.FORM: "schema",
+            QuestionType.TEXT: "maxLength",
+        }[self.type]
+        present = {
+            name
+            for name, value in (
+                ("options", self.options),
+                ("schema", self.form_schema),
+                ("maxLength", self.max_length),
+            )
+            if value is not None
+        }
+        if present - {wanted} or (self.type is not QuestionType.TEXT and wanted not in present):
+            raise PydanticCustomError(
+                "QUESTION_FIELDS",
+                "a {type} question carries {wanted} and none of the others",
+                {"type": self.type.value, "wanted": wanted},
+            )
+        if self.options is not None and len(set(self.options)) != len(self.options):
+            raise PydanticCustomError("DUPLICATE", "options lists a value twice")
+        return self
+
+
+class Answer(WireModel):
+    """The gateway's signed account of a person's answer to a question that it checked fits."""
+
+    hatp_version: str
+    kind: Literal["answer"]
+    ask_id: str = Field(pattern=ASK_ID_PATTERN)
+    question_id: str
+    question_digest: Digest
+    type: QuestionType = Field(strict=False)
+    value: Any = Field(description="an option (choose), an object (form) or a string (text)")
+    answered_by: PersonAddress
+    declined_by: list[PersonAddress] = Field(
+        default_factory=list, description="who declined before, in order"
+    )
+    gateway: str
+    answered_at: WireTime
+    signature: Signature

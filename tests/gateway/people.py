@@ -1,0 +1,152 @@
+"""People, cards, plans and a gateway world for the Human Gateway tests.
+
+Every person has a directory-signed card of acme.com with a passkey and an
+Ed25519 key (``KEYS[name]``) that signs their votes, reachable on the
+``web`` channel. :class:`World` is a :class:`HumanGateway` on a store, with a
+:class:`MemoryChannel` for ``web``, on a manual clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from directory.people import DIRECTORY_KEY, ISSUER, card, directory, passkey
+from gateway.routes import GATEWAY_ID, GATEWAY_KEY, branch
+from hatp.clock import ManualClock, format_time
+from hatp.coordinator import ApprovalRequest
+from hatp.directory import Directory, sign_card
+from hatp.directory._cards import verify_card
+from hatp.evidence import Keyring, SigningKey, digest
+from hatp.gateway import HumanGateway, MemoryChannel, Notice, Person, sign_vote
+from hatp.model import parse_plan
+from hatp.store import AskStore, Store, open_store
+
+START = datetime(2026, 12, 2, 9, 0, 0, tzinfo=UTC)
+DECIDE_BY = START + timedelta(minutes=75)
+FINANCE = "human://acme.com/role/finance-approver"
+AGENT = "agent://acme.com/travel-bot"
+#: The person the travel bot works for: never its approver ([DIR-SOD]).
+PRINCIPAL = "human://acme.com/frank"
+NAMES = ("alice", "bob", "carol", "dana", "erin", "frank", "gina", "hank")
+KEYS = {
+    name: SigningKey.from_seed(bytes([100 + i]) * 32, f"human://acme.com/{name}#key-1")
+    for i, name in enumerate(NAMES)
+}
+
+
+def human(name: str) -> str:
+    return f"human://acme.com/{name}"
+
+
+def person_card(name: str, limit: str | None = "10000", **changes: Any) -> dict[str, Any]:
+    """An acme finance approver's signed card, with their vote key, on ``web``."""
+    changes.setdefault("channels", ["web"])
+    changes.setdefault("keys", [passkey(name), KEYS[name].public.to_jwk()])
+    return sign_card(card(name, limit, **changes), DIRECTORY_KEY)
+
+
+def people_directory(*cards: dict[str, Any]) -> Directory:
+    return directory(*cards)
+
+
+def plan_doc(
+    address: str = FINANCE,
+    amount: str = "1000",
+    *,
+    passkey_required: bool = False,
+    txn_id: str = "txn-gw-0001",
+    decide_by: datetime = DECIDE_BY,
+) -> dict[str, Any]:
+    """A plan spending ``amount`` USD, with one approval group ``finance`` at ``address``."""
+    return {
+        "hatpVersion": "0.1",
+        "txnId": txn_id,
+        "initiator": AGENT,
+        "onBehalfOf": human("dana"),
+        "branches": [branch("charge", amount)],
+        "approvals": [
+            {
+                "groupId": "finance",
+                "address": address,
+                "requirement": {
+                    "action": "approve.spend",
+                    "tolerance": "0",
+                    "amount": None,
+                    "passkey": passkey_required,
+                },
+            }
+        ],
+        "deadlines": {"decideBy": format_time(decide_by)},
+        "agentText": None,
+    }
+
+
+def request(doc: Mapping[str, Any] | None = None) -> ApprovalRequest:
+    """The coordinator's ask for group ``finance`` of the plan."""
+    plan = parse_plan(dict(doc or plan_doc()))
+    decide_by = datetime.fromisoformat(plan.deadlines.decide_by)
+    return ApprovalRequest(plan.txn_id, plan, digest(plan.to_wire()), plan.approvals[0], decide_by)
+
+
+def keyring() -> Keyring:
+    """Trusts the acme gateway and the acme directory."""
+    ring = Keyring(trusted_issuers=[GATEWAY_ID, ISSUER])
+    ring.add(GATEWAY_KEY.public, GATEWAY_ID)
+    ring.add(DIRECTORY_KEY.public, ISSUER)
+    return ring
+
+
+def vote(notice: Notice, decision: str = "approve", at: datetime | None = None) -> dict[str, Any]:
+    """The notice's person's signed vote."""
+    name = notice.human.rsplit("/", 1)[1]
+    return sign_vote(KEYS[name], notice.payload, decision, at or START)  # type: ignore[arg-type]
+
+
+def check_card(doc: dict[str, Any]) -> str:
+    """The id of a card as the directory signed it (raises if it does not verify)."""
+    return verify_card(doc, Keyring([(DIRECTORY_KEY.public, ISSUER)], [ISSUER])).id
+
+
+class World:
+    """A gateway on a store, a ``web`` memory channel, and the clock they share."""
+
+    def __init__(
+        self,
+        store_url: str,
+        found: Directory,
+        *,
+        people: Mapping[str, Person] | None = None,
+        clock: ManualClock | None = None,
+        channel_type: str = "web",
+    ) -> None:
+        self.clock = clock or ManualClock(START)
+        self.directory = found
+        self.store_url = store_url
+        self.stores: list[Store] = []
+        self.channel = MemoryChannel(channel_type, clock=self.clock, people=people or {})
+        self.gateway = self.restart()
+
+    def restart(self, channel: MemoryChannel | None = None) -> HumanGateway:
+        """A new gateway process on the same store (and a fresh channel if given)."""
+        self.stores.append(open_store(self.store_url))
+        if channel is not None:
+            self.channel = channel
+        self.gateway = HumanGateway(
+            GATEWAY_ID,
+            GATEWAY_KEY,
+            self.directory,
+            AskStore(self.stores[-1]),
+            {self.channel.channel_type: self.channel},
+            self.clock,
+            initiator_principals={AGENT: PRINCIPAL},
+        )
+        return self.gateway
+
+    def inbox(self, name: str) -> list[Notice]:
+        return self.channel.inbox(human(name))
+
+    def close(self) -> None:
+        for store in self.stores:
+            store.close()

@@ -1,0 +1,468 @@
+"""The Human Gateway asks people, counts their signed votes, and signs the outcome."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Coroutine, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+
+from gateway.people import (
+    DECIDE_BY,
+    FINANCE,
+    START,
+    World,
+    check_card,
+    human,
+    keyring,
+    people_directory,
+    person_card,
+    plan_doc,
+    request,
+    vote,
+)
+from gateway.routes import GATEWAY_ID
+from hatp.errors import ResponseRefused
+from hatp.evidence import verify, verify_routing
+from hatp.model import Approval, PendingVote, Result, RoutingRecord
+
+Body = Callable[[World], Coroutine[Any, Any, None]]
+
+
+def finance() -> Any:
+    """alice and bob may approve 1,000 USD; dana is who the agent acts for; erin's limit is 500."""
+    return people_directory(
+        person_card("alice"),
+        person_card("bob"),
+        person_card("dana", "50000"),
+        person_card("erin", "500"),
+    )
+
+
+@pytest.fixture
+def world(store_url: str) -> Iterator[World]:
+    made = World(store_url, finance())
+    yield made
+    made.close()
+
+
+def run(world: World, body: Body) -> None:
+    asyncio.run(body(world))
+
+
+def humans(approval: dict[str, Any]) -> dict[str, tuple[str, str | None]]:
+    """Each person of the final routing record: (result, rule or detail)."""
+    record = RoutingRecord.model_validate(approval["routing"])
+    return {h.id: (h.result.value, h.rule or h.detail) for h in record.humans}
+
+
+def check_approval(approval: dict[str, Any], plan: dict[str, Any] | None = None) -> Approval:
+    """The approval, and its routing record, are the gateway's signed word about the plan."""
+    assert verify(approval, keyring()).issuer == GATEWAY_ID
+    parsed = Approval.model_validate(approval)
+    findings = verify_routing(approval["routing"], plan or plan_doc(), keyring())
+    assert {f.rule: f.result for f in findings} == {
+        "RTE-SIGNED": Result.PASS,
+        "RTE-DIGEST": Result.PASS,
+        "RTE-CHECKED": Result.PASS,
+        "RTE-TOTALS": Result.PASS,
+    }
+    for card in parsed.cards:
+        check_card(card)
+    return parsed
+
+
+def test_ask_signs_a_pending_vote_and_asks_the_top_candidate(world: World) -> None:
+    """[GW-ASK-ONCE] [GW-QUORUM]"""
+
+    async def body(w: World) -> None:
+        pending = await w.gateway.ask(request())
+        assert verify(pending, keyring()).issuer == GATEWAY_ID
+        parsed = PendingVote.model_validate(pending)
+        assert (parsed.txn_id, parsed.group_id, parsed.decide_by) == (
+            "txn-gw-0001",
+            "finance",
+            "2026-12-02T10:15:00.000Z",
+        )
+        (notice,) = w.inbox("alice")
+        assert notice.payload == {
+            "askId": parsed.ask_id,
+            "txnId": "txn-gw-0001",
+            "planDigest": parsed.plan_digest,
+            "groupId": "finance",
+            "human": human("alice"),
+        }
+        assert notice.view.txn_id == "txn-gw-0001"
+        assert (notice.respond_by - START).total_seconds() == 900
+        assert w.inbox("bob") == []
+        again = await w.gateway.ask(request())
+        assert again["askId"] == parsed.ask_id
+        assert len(w.channel.delivered) == 1
+
+    run(world, body)
+
+
+def test_one_approval_decides_a_one_person_group(world: World) -> None:
+    """[GW-QUORUM] [GW-ROUTING-FINAL] [GW-VOTE-SIGNED]"""
+
+    async def body(w: World) -> None:
+        pending = await w.gateway.ask(request())
+        (notice,) = w.inbox("alice")
+        signed_vote = vote(notice)
+        await w.gateway.submit_vote(pending["askId"], signed_vote)
+        approval = await w.gateway.poll(pending["askId"])
+        parsed = check_approval(approval)
+        assert parsed.decision.value == "approve"
+        assert parsed.approvers == [human("alice")]
+        assert parsed.votes == [signed_vote]
+        assert [c["id"] for c in parsed.cards] == [human("alice")]
+        assert humans(approval) == {
+            human("alice"): ("decided", "approve"),
+            human("bob"): ("not-reached", None),
+            human("dana"): ("excluded", "separation-of-duties"),
+            human("erin"): ("excluded", "authority"),
+        }
+        assert await w.gateway.ask(request()) == approval
+
+    run(world, body)
+
+
+def test_any_reject_decides_the_group_reject(store_url: str) -> None:
+    """[GW-REJECT] one no among a 2-of-3 group's votes is the group's no."""
+    found = people_directory(person_card("alice"), person_card("bob"), person_card("carol"))
+    w = World(store_url, found)
+
+    async def body(w: World) -> None:
+        pending = await w.gateway.ask(request(plan_doc(FINANCE + "?quorum=2-of-3")))
+        await w.gateway.submit_vote(pending["askId"], vote(w.inbox("alice")[0]))
+        assert (await w.gateway.poll(pending["askId"]))["kind"] == "pending"
+        await w.gateway.submit_vote(pending["askId"], vote(w.inbox("bob")[0], "reject"))
+        approval = await w.gateway.poll(pending["askId"])
+        parsed = check_approval(approval, plan_doc(FINANCE + "?quorum=2-of-3"))
+        assert (parsed.decision.value, parsed.approvers) == ("reject", [])
+        assert parsed.reason == f"{human('bob')} rejected"
+        assert len(parsed.votes) == 2
+        assert humans(approval)[human("carol")] == ("not-reached", None)
+
+    try:
+        run(w, body)
+    finally:
+        w.close()
+
+
+def test_a_quorum_needs_n_distinct_people_and_asks_the_top_n(store_url: str) -> None:
+    """[GW-QUORUM]"""
+    found = people_directory(person_card("alice"), person_card("bob"), person_card("carol"))
+    w = World(store_url, found)
+    doc = plan_doc(FINANCE + "?quorum=2-of-3")
+
+    async def body(w: World) -> None:
+        pending = await w.gateway.ask(request(doc))
+        assert [n.human for n in w.channel.delivered] == [human("alice"), human("bob")]
+        await w.gateway.submit_vote(pending["askId"], vote(w.inbox("bob")[0]))
+        await w.gateway.submit_vote(pending["askId"], vote(w.inbox("alice")[0]))
+        parsed = check_approval(await w.gateway.poll(pending["askId"]), doc)
+        assert parsed.approvers == [human("bob"), human("alice")]
+        assert parsed.reason.startswith("2 of 2 needed approved")
+
+    try:
+        run(w, body)
+    finally:
+        w.close()
+
+
+def test_fewer_eligible_people_than_the_quorum_is_an_immediate_reject(world: World) -> None:
+    """[GW-FEW]"""
+    doc = plan_doc(FINANCE + "?quorum=3-of-4")
+
+    async def body(w: World) -> None:
+        approval = await w.gateway.ask(request(doc))
+        parsed = check_approval(approval, doc)
+        assert (parsed.kind, parsed.decision.value) == ("approval", "reject")
+        assert parsed.reason == "needs 3, only 2 eligible"
+        assert humans(approval)[human("alice")] == ("not-reached", None)
+        assert w.channel.delivered == []
+
+    run(world, body)
+
+
+def test_a_decline_passes_the_ask_to_the_next_candidate(world: World) -> None:
+    """[GW-DECLINE]"""
+
+    async def body(w: World) -> None:
+        pending = await w.gateway.ask(request())
+        await w.gateway.decline(pending["askId"], human("alice"))
+        assert w.inbox("alice") == []
+        await w.gateway.submit_vote(pending["askId"], vote(w.inbox("bob")[0]))
+        approval = await w.gateway.poll(pending["askId"])
+        assert humans(approval)[human("alice")] == ("asked", "declined")
+        assert check_approval(approval).approvers == [human("bob")]
+
+    run(world, body)
+
+
+def test_someone_with_no_channel_the_gateway_serves_is_passed_over(store_url: str) -> None:
+    """[GW-CHANNEL]"""
+    found = people_directory(person_card("alice", channels=["slack"]), person_card("bob"))
+    w = World(store_url, found)
+
+    async def body(w: World) -> None:
+        pending = await w.gateway.ask(request())
+        assert [n.human for n in w.channel.delivered] == [human("bob")]
+        await w.gateway.withdraw(pending["askId"], "test over")
+        approval = await w.gateway.poll(pending["askId"])
+        assert humans(approval)[human("alice")] == ("asked", "no channel the gateway serves")
+
+    try:
+        run(w, body)
+    finally:
+        w.close()
+
+
+def test_a_group_that_requires_a_passkey_asks_only_people_with_one(store_url: str) -> None:
+    """[GW-AMOUNT] routing runs the directory's passkey rule for the group."""
+    found = people_directory(
+        person_card("alice", keys=[person_card("bob")["keys"][1]]), person_card("bob")
+    )
+    w = World(store_url, found)
+    doc = plan_doc(passkey_required=True)
+
+    async def body(w: World) -> None:
+        pending = await w.gateway.ask(request(doc))
+        await w.gateway.submit_vote(pending["askId"], vote(w.inbox("bob")[0]))
+        approval = await w.gateway.poll(pending["askId"])
+        assert humans(approval)[human("alice")] == ("excluded", "passkey")
+
+    try:
+        run(w, body)
+    finally:
+        w.close()
+
+
+def test_missing_the_sla_escalates_to_an_eligible_delegate(store_url: str) -> None:
+    """[GW-ESCALATE]"""
+    found = people_directory(
+        person_card("alice", delegates=[human("carol")]),
+        person_card("bob"),
+        person_card("carol", roles=["travel"]),
+    )
+    w = World(store_url, found)
+
+    async def body(w: World) -> None:
+        pending = await w.gateway.ask(request())
+        w.clock.advance(899)
+        await w.gateway.tick()
+        assert w.inbox("carol") == []
+        w.clock.advance(1)
+        await w.gateway.tick()
+        assert w.inbox("alice") == []
+        assert w.channel.withdrawn == [(pending["askId"], human("alice"))]
+        (notice,) = w.inbox("carol")
+        with refused("NOT_ASKED"):
+            await w.gateway.submit_vote(pending["askId"], vote(w.channel.delivered[0]))
+        await w.gateway.submit_vote(pending["askId"], vote(notice))
+        approval = await w.gateway.poll(pending["askId"])
+        assert humans(approval) == {
+            human("alice"): ("asked", f"missed SLA 900 s; escalated to delegates {human('carol')}"),
+            human("bob"): ("not-reached", None),
+            human("carol"): ("decided", "approve"),
+        }
+        assert check_approval(approval).approvers == [human("carol")]
+
+    try:
+        run(w, body)
+    finally:
+        w.close()
+
+
+def test_an_ineligible_delegate_is_recorded_and_the_next_candidate_asked(store_url: str) -> None:
+    """[GW-ESCALATE] the delegate's card goes through the same exclusion rules."""
+    found = people_directory(
+        person_card("alice", delegates=[human("erin")]),
+        person_card("bob"),
+        person_card("erin", "500", roles=["travel"]),
+    )
+    w = World(store_url, found)
+
+    async def body(w: World) -> None:
+        pending = await w.gateway.ask(request())
+        w.clock.advance(900)
+        await w.gateway.poll(pending["askId"])  # a poll acts on what is due, too
+        (notice,) = w.inbox("bob")
+        await w.gateway.submit_vote(pending["askId"], vote(notice))
+        record = RoutingRecord.model_validate((await w.gateway.poll(pending["askId"]))["routing"])
+        by_id = {h.id: h for h in record.humans}
+        assert by_id[human("erin")].rule == "authority"
+        assert (
+            by_id[human("erin")].detail == f"delegate of {human('alice')}: limit 500 USD < 1000 USD"
+        )
+        assert by_id[human("alice")].detail == (
+            f"missed SLA 900 s; escalated to the next candidate {human('bob')}"
+        )
+
+    try:
+        run(w, body)
+    finally:
+        w.close()
+
+
+def test_at_the_deadline_every_ask_is_withdrawn_and_the_gateway_says_no(world: World) -> None:
+    """[GW-DEADLINE]"""
+    world.directory = people_directory(person_card("alice"))
+    world.restart()
+
+    async def body(w: World) -> None:
+        pending = await w.gateway.ask(request())
+        w.clock.advance((DECIDE_BY - START).total_seconds())
+        await w.gateway.tick()
+        assert (await w.gateway.poll(pending["askId"]))["kind"] == "pending"
+        w.clock.advance(0.001)
+        await w.gateway.tick()
+        approval = await w.gateway.poll(pending["askId"])
+        parsed = check_approval(approval)
+        assert (parsed.decision.value, parsed.withdrawn, parsed.votes) == ("reject", True, [])
+        assert parsed.reason.startswith("deadline 2026-12-02T10:15:00.000Z passed with 0 of 1")
+        assert humans(approval)[human("alice")] == (
+            "asked",
+            "missed SLA 900 s; nobody left to escalate to",
+        )
+        assert w.inbox("alice") == []
+
+    run(world, body)
+
+
+def test_a_long_poll_returns_as_soon_as_the_group_is_decided(world: World) -> None:
+    """[GW-POLL]"""
+
+    async def body(w: World) -> None:
+        pending = await w.gateway.ask(request())
+        polling = asyncio.create_task(w.gateway.poll(pending["askId"], wait_seconds=600))
+        await _until(lambda: w.clock.sleepers > 0)
+        await w.gateway.submit_vote(pending["askId"], vote(w.inbox("alice")[0]))
+        approval = await polling
+        assert approval["decision"] == "approve"
+        assert w.clock.now() == START
+
+    run(world, body)
+
+
+def test_a_long_poll_returns_the_pending_vote_when_its_wait_is_over(world: World) -> None:
+    """[GW-POLL]"""
+
+    async def body(w: World) -> None:
+        pending = await w.gateway.ask(request())
+        polling = asyncio.create_task(w.gateway.poll(pending["askId"], wait_seconds=600))
+        await _until(lambda: w.clock.sleepers > 0)
+        w.clock.advance(599)
+        await asyncio.sleep(0)
+        assert not polling.done()
+        w.clock.advance(1)
+        assert await polling == pending
+
+    run(world, body)
+
+
+def test_withdraw_takes_the_ask_back_and_is_idempotent(world: World) -> None:
+    """[GW-WITHDRAW]"""
+
+    async def body(w: World) -> None:
+        pending = await w.gateway.ask(request())
+        await w.gateway.withdraw(pending["askId"], "transaction aborted")
+        await w.gateway.withdraw(pending["askId"], "again")
+        assert w.channel.withdrawn == [(pending["askId"], human("alice"))]
+        approval = await w.gateway.poll(pending["askId"])
+        parsed = check_approval(approval)
+        assert (parsed.decision.value, parsed.withdrawn) == ("reject", True)
+        assert parsed.reason == "withdrawn by its asker: transaction aborted"
+
+    run(world, body)
+
+
+def test_a_decided_ask_stays_decided_when_withdrawn(world: World) -> None:
+    """[GW-WITHDRAW]"""
+
+    async def body(w: World) -> None:
+        pending = await w.gateway.ask(request())
+        await w.gateway.submit_vote(pending["askId"], vote(w.inbox("alice")[0]))
+        decided = await w.gateway.poll(pending["askId"])
+        await w.gateway.withdraw(pending["askId"], "too late")
+        assert await w.gateway.poll(pending["askId"]) == decided
+
+    run(world, body)
+
+
+def test_a_new_gateway_on_the_same_store_continues_every_open_ask(world: World) -> None:
+    """[GW-DURABLE]"""
+    world.directory = people_directory(person_card("alice"), person_card("bob"))
+
+    async def body(w: World) -> None:
+        first = w.restart()
+        pending = await first.ask(request())
+        (notice,) = w.inbox("alice")
+        del first
+        second = w.restart()
+        assert await second.poll(pending["askId"]) == pending
+        w.clock.advance(900)
+        await second.tick()  # alice missed her SLA: the new gateway asks bob
+        (to_bob,) = w.inbox("bob")
+        with refused("NOT_ASKED"):
+            await second.submit_vote(pending["askId"], vote(notice))
+        third = w.restart()
+        await third.submit_vote(pending["askId"], vote(to_bob))
+        approval = await w.restart().poll(pending["askId"])
+        assert check_approval(approval).approvers == [human("bob")]
+
+    run(world, body)
+
+
+def test_two_gateways_asking_the_same_group_make_one_ask(world: World) -> None:
+    """[GW-ASK-ONCE] [STORE-ASK-VERSION]"""
+
+    async def body(w: World) -> None:
+        first = w.gateway
+        second = w.restart()
+        one = await first.ask(request())
+        two = await second.ask(request())
+        assert one["askId"] == two["askId"]
+        await first.submit_vote(one["askId"], vote(w.inbox("alice")[0]))
+        assert (await second.poll(one["askId"]))["decision"] == "approve"
+
+    run(world, body)
+
+
+def test_the_background_loop_escalates_when_a_sla_runs_out(store_url: str) -> None:
+    """[GW-ESCALATE] the loop sleeps on the clock until the earliest SLA or deadline."""
+    found = people_directory(person_card("alice"), person_card("bob"))
+    w = World(store_url, found)
+
+    async def body(w: World) -> None:
+        w.gateway.start()
+        await w.gateway.ask(request())
+        await _until(lambda: w.clock.sleepers > 0)
+        w.clock.advance(900)
+        await _until(lambda: bool(w.inbox("bob")))
+        await w.gateway.stop()
+
+    try:
+        run(w, body)
+    finally:
+        w.close()
+
+
+@contextmanager
+def refused(reason: str) -> Iterator[None]:
+    """The block raises ResponseRefused with ``reason``."""
+    with pytest.raises(ResponseRefused) as info:
+        yield
+    assert info.value.reason == reason, info.value
+
+
+async def _until(condition: Callable[[], bool]) -> None:
+    """Let other tasks run until ``condition`` holds (bounded: a few hundred turns)."""
+    for _ in range(500):
+        if condition():
+            return
+        await asyncio.sleep(0)
+    raise AssertionError("the condition never held")
