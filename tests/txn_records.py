@@ -32,14 +32,24 @@ from directory.people import ISSUER as DIRECTORY
 from directory.people import card, passkey
 from hatp.clock import ManualClock, format_time
 from hatp.directory import Directory, sign_card
-from hatp.evidence import Keyring, RecordWriter, SigningKey, digest, sign
+from hatp.evidence import (
+    CHAIN_RULES,
+    Keyring,
+    RecordWriter,
+    SigningKey,
+    digest,
+    sign,
+    verify_record,
+)
 from hatp.gateway import Routed, route
 from hatp.model import (
     Approval,
+    Finding,
     HumanVote,
     OutcomeReceipt,
     PendingVote,
     PrepareReceipt,
+    Result,
     RoutingRecord,
     parse_plan,
 )
@@ -500,3 +510,24 @@ def sold_out_trip() -> dict[str, Any]:
         receipt = b.outcome_receipt(branch_id, "abort", planDigest=None)
         b.phase2("txn.aborted", branch_id, receipt)
     return b.outcome("aborted").sealed()
+
+
+def failures(record: dict[str, Any], ring: Keyring | None = None) -> dict[str, list[Finding]]:
+    """The failing (or absent) findings by rule, verified with ``ring`` (default
+    :func:`keyring`); the chain rules must all pass."""
+    report = verify_record(record, ring or keyring())
+    out: dict[str, list[Finding]] = {}
+    for finding in report.findings:
+        if finding.result is not Result.PASS:
+            out.setdefault(finding.rule, []).append(finding)
+    assert not set(out) & set(CHAIN_RULES), f"the chain itself is broken: {out}"
+    assert report.ok is (not out)
+    return out
+
+
+def only(rule: str, record: dict[str, Any], ring: Keyring | None = None) -> list[Finding]:
+    """Assert ``record`` fails ``rule`` and nothing else; return its findings."""
+    found = failures(record, ring)
+    assert set(found) == {rule}, {r: [f.detail for f in fs] for r, fs in found.items()}
+    assert all(f.result is Result.FAIL for f in found[rule])
+    return found[rule]

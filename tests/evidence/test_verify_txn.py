@@ -18,7 +18,7 @@ import pytest
 from hatp._checks import unsafe_switched_off
 from hatp.clock import format_time
 from hatp.evidence import CHAIN_RULES, TXN_RULES, RecordWriter, digest, sign, verify_record
-from hatp.model import Finding, Result
+from hatp.model import Result
 from txn_records import (
     AIRLINE,
     BRANCHES,
@@ -30,7 +30,9 @@ from txn_records import (
     START,
     TxnBuilder,
     committed_trip,
+    failures,
     keyring,
+    only,
     rejected_trip,
     sold_out_trip,
     trip_plan,
@@ -38,26 +40,6 @@ from txn_records import (
 )
 
 ROOT = Path(__file__).parents[2]
-
-
-def failures(record: dict[str, Any]) -> dict[str, list[Finding]]:
-    """Return the failing (or absent) findings by rule; the chain rules must all pass."""
-    report = verify_record(record, keyring())
-    out: dict[str, list[Finding]] = {}
-    for finding in report.findings:
-        if finding.result is not Result.PASS:
-            out.setdefault(finding.rule, []).append(finding)
-    assert not set(out) & set(CHAIN_RULES), f"the chain itself is broken: {out}"
-    assert report.ok is (not out)
-    return out
-
-
-def only(rule: str, record: dict[str, Any]) -> list[Finding]:
-    """Assert ``record`` fails ``rule`` and nothing else; return its findings."""
-    found = failures(record)
-    assert set(found) == {rule}, {r: [f.detail for f in fs] for r, fs in found.items()}
-    assert all(f.result is Result.FAIL for f in found[rule])
-    return found[rule]
 
 
 def voted_and_decided(**voted: Any) -> TxnBuilder:

@@ -150,3 +150,21 @@ class World:
     def close(self) -> None:
         for store in self.stores:
             store.close()
+
+
+def question_doc(kind: str, typed: Mapping[str, Any], **members: Any) -> dict[str, Any]:
+    """A question's wire form of type ``kind`` carrying ``typed`` (its type's own members):
+    the travel bot asks dana's way, answered by ``DECIDE_BY``; ``members`` replace any member."""
+    return {
+        "hatpVersion": "0.1",
+        "kind": "question",
+        "questionId": f"q-{kind}",
+        "asker": AGENT,
+        "onBehalfOf": human("dana"),
+        "address": human("dana"),
+        "type": kind,
+        "prompt": {"summary": "Which seat?"},
+        "decideBy": format_time(DECIDE_BY),
+        **typed,
+        **members,
+    }

@@ -439,11 +439,15 @@ def test_the_background_loop_escalates_when_a_sla_runs_out(store_url: str) -> No
 
     async def body(w: World) -> None:
         w.gateway.start()
-        await w.gateway.ask(request())
+        pending = await w.gateway.ask(request())
+        assert [n.human for n in w.channel.delivered] == [human("alice")]
         await _until(lambda: w.clock.sleepers > 0)
         w.clock.advance(900)
         await _until(lambda: bool(w.inbox("bob")))
         await w.gateway.stop()
+        # Nobody polled: the loop alone moved the ask from alice to bob.
+        assert w.channel.withdrawn == [(pending["askId"], human("alice"))]
+        assert [n.human for n in w.channel.delivered] == [human("alice"), human("bob")]
 
     try:
         run(w, body)

@@ -17,10 +17,10 @@ from gateway.people import (
     keyring,
     people_directory,
     person_card,
+    question_doc,
     request,
 )
 from gateway.routes import GATEWAY_ID
-from hatp.clock import format_time
 from hatp.errors import AnswerInvalid, AskWithdrawn, ResponseRefused
 from hatp.evidence import verify
 from hatp.gateway import Person, question_digest
@@ -31,19 +31,13 @@ TRAVEL = "human://acme.com/role/travel"
 
 def question(address: str = TRAVEL, **members: Any) -> dict[str, Any]:
     """Which seat: a choose question for the travel role."""
-    return {
-        "hatpVersion": "0.1",
-        "kind": "question",
-        "questionId": "q-seat-1",
-        "asker": "agent://acme.com/travel-bot",
-        "onBehalfOf": human("dana"),
-        "address": address,
-        "type": "choose",
-        "prompt": {"summary": "Window or aisle?"},
-        "options": ["window", "aisle"],
-        "decideBy": format_time(DECIDE_BY),
-        **members,
-    }
+    typed = {"options": ["window", "aisle"]}
+    prompt = {"summary": "Window or aisle?"}
+    return question_doc(
+        "choose",
+        typed,
+        **{"questionId": "q-seat-1", "address": address, "prompt": prompt, **members},
+    )
 
 
 def travel() -> Any:

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from gateway.people import question_doc
 from hatp.errors import (
     ANSWER_REASONS,
     QUESTION_REASONS,
@@ -62,26 +63,15 @@ TRAVELLERS = {
 def question(kind: str = "choose", **members: Any) -> dict[str, Any]:
     """A question's wire form; ``choose`` of seats, ``form`` of travellers, or ``text``."""
     typed: dict[str, Any] = {
-        "choose": {"options": SEATS},
-        "form": {"schema": TRAVELLERS},
-        "text": {"maxLength": 20},
-    }[kind]
-    return {
-        "hatpVersion": "0.1",
-        "kind": "question",
-        "questionId": f"q-{kind}",
-        "asker": "agent://acme.com/travel-bot",
-        "onBehalfOf": "human://acme.com/dana",
-        "address": "human://acme.com/dana",
-        "type": kind,
-        "prompt": {"summary": "Which seat do you want?"},
         "options": None,
         "schema": None,
         "maxLength": None,
-        "decideBy": "2026-12-02T10:15:00.000Z",
-        **typed,
-        **members,
+        **{"choose": {"options": SEATS}, "form": {"schema": TRAVELLERS}, "text": {"maxLength": 20}}[
+            kind
+        ],
     }
+    prompt = {"summary": "Which seat do you want?"}
+    return question_doc(kind, typed, **{"prompt": prompt, **members})
 
 
 def refusal(kind: str, value: Any, **members: Any) -> AnswerInvalid:

@@ -113,19 +113,7 @@ def question_doc(kind: str, **members: Any) -> dict[str, Any]:
         "form": {"schema": {"type": "object", "required": ["name"]}},
         "text": {"maxLength": 20},
     }[kind]
-    return {
-        "hatpVersion": "0.1",
-        "kind": "question",
-        "questionId": f"q-{kind}",
-        "asker": "agent://acme.com/travel-bot",
-        "onBehalfOf": "human://acme.com/dana",
-        "address": BOB,
-        "type": kind,
-        "prompt": {"summary": "Which seat?"},
-        "decideBy": "2026-12-02T10:15:00.000Z",
-        **typed,
-        **members,
-    }
+    return people.question_doc(kind, typed, **{"address": BOB, **members})
 
 
 def asked(kind: str, ask_id: str = "ask-question-01") -> tuple[Notice, Responder]:

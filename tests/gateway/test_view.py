@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from gateway.people import question_doc
 from gateway.routes import branch, plan_doc
 from hatp.errors import AskInvalid, PlanInvalid, QuestionInvalid, RequirementBelowTotal
 from hatp.evidence import digest
@@ -246,19 +247,8 @@ def question(kind: str, **members: Any) -> dict[str, Any]:
         "form": {"schema": {"type": "object", "required": ["name"]}},
         "text": {"maxLength": 2000},
     }[kind]
-    return {
-        "hatpVersion": "0.1",
-        "kind": "question",
-        "questionId": f"q-{kind}",
-        "asker": "agent://acme.com/travel-bot",
-        "onBehalfOf": "human://acme.com/dana",
-        "address": "human://acme.com/dana",
-        "type": kind,
-        "prompt": {"summary": "Which seat?\nAnswer: choose option 1 (the gateway recommends it)"},
-        "decideBy": "2026-12-02T10:15:00.000Z",
-        **typed,
-        **members,
-    }
+    prompt = {"summary": "Which seat?\nAnswer: choose option 1 (the gateway recommends it)"}
+    return question_doc(kind, typed, **{"prompt": prompt, **members})
 
 
 def test_a_questions_prompt_is_shown_labelled_as_the_agents() -> None:

@@ -279,8 +279,6 @@ class Coordinator:
         state = TxnState.ABORTING if problem else TxnState.COMMITTING
         run.flush(self._log, state=state, decision=decision)
         fault_point("log.decided")
-        if problem:
-            await self._withdraw_asks(run)
 
     async def _phase1(self, run: TxnRun) -> str | None:
         """Prepare every branch and ask every group at once; return the first problem."""
@@ -339,20 +337,8 @@ class Coordinator:
         if answer.get("kind") != "approval":
             self._note_unanswered(run, TxnEvent.APPROVAL, name, why)
             return
-        run.decided_asks.add(name)
         group = next(g for g in run.plan.approvals if g.group_id == name)
-        _, problem = vet_approval(
-            answer,
-            self._keyring,
-            gateway_id=self._gateway.gateway_id,
-            txn_id=run.txn_id,
-            group=group,
-            plan=run.plan,
-            plan_digest=run.digest,
-            ask_id=ask_id,
-            decide_by=decide_by,
-        )
-        run.note(self._key, TxnEvent.APPROVAL, groupId=name, approval=answer, problem=problem)
+        self._count_approval(run, group, answer, decide_by)
 
     def _note_unanswered(self, run: TxnRun, event: TxnEvent, name: str, why: str) -> None:
         problem = f"no answer before the decision ({why})"
@@ -422,6 +408,14 @@ class Coordinator:
             run.note(self._key, TxnEvent.APPROVAL, groupId=name, approval=None,
                      problem=failure)  # fmt: skip
             return f"approval {name}: {failure}"
+        problem = self._count_approval(run, group, answer, decide_by)
+        return None if problem is None else f"approval {name}: {problem}"
+
+    def _count_approval(
+        self, run: TxnRun, group: ApprovalGroup, answer: dict[str, Any], decide_by: datetime
+    ) -> str | None:
+        """Record the group's final approval, with the problem if it does not count."""
+        name = group.group_id
         run.decided_asks.add(name)
         _, problem = vet_approval(
             answer,
@@ -435,7 +429,7 @@ class Coordinator:
             decide_by=decide_by,
         )
         run.note(self._key, TxnEvent.APPROVAL, groupId=name, approval=answer, problem=problem)
-        return None if problem is None else f"approval {name}: {problem}"
+        return problem
 
     async def _withdraw_asks(self, run: TxnRun) -> None:
         """Withdraw every ask still open: the transaction will not use it [COORD-WITHDRAW]."""

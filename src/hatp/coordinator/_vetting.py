@@ -132,13 +132,9 @@ def vet_approval(
         parsed = Approval.model_validate(approval)
     except ValidationError as exc:
         return None, f"malformed approval: {exc.errors()[0]['msg']}"
-    problem = _signed_by(approval, keyring, gateway_id)
-    if problem is None and parsed.gateway != gateway_id:
-        problem = f"approval names gateway {parsed.gateway}, not {gateway_id}"
-    if problem is None and parsed.plan_digest != plan_digest and _checks.is_on("COORD-DIGEST"):
-        problem = f"approval is for plan {parsed.plan_digest}, not {plan_digest}"
-    if problem is None and (parsed.txn_id, parsed.group_id) != (txn_id, group.group_id):
-        problem = f"approval is for {parsed.txn_id}/{parsed.group_id}"
+    problem = _from_gateway(
+        "approval", approval, parsed, keyring, gateway_id, txn_id, group.group_id, plan_digest
+    )
     if problem is None and ask_id is not None and parsed.ask_id != ask_id:
         problem = f"approval answers ask {parsed.ask_id}, not {ask_id}"
     if problem is None and parsed.decision is not ApprovalDecision.APPROVE:
@@ -183,11 +179,28 @@ def vet_pending(
         parsed = PendingVote.model_validate(pending)
     except ValidationError as exc:
         return None, f"malformed pending vote: {exc.errors()[0]['msg']}"
-    problem = _signed_by(pending, keyring, gateway_id)
-    if problem is None and parsed.gateway != gateway_id:
-        problem = f"pending vote names gateway {parsed.gateway}, not {gateway_id}"
-    if problem is None and parsed.plan_digest != plan_digest and _checks.is_on("COORD-DIGEST"):
-        problem = f"pending vote is for plan {parsed.plan_digest}, not {plan_digest}"
-    if problem is None and (parsed.txn_id, parsed.group_id) != (txn_id, group_id):
-        problem = f"pending vote is for {parsed.txn_id}/{parsed.group_id}"
+    problem = _from_gateway(
+        "pending vote", pending, parsed, keyring, gateway_id, txn_id, group_id, plan_digest
+    )
     return parsed, problem
+
+
+def _from_gateway(
+    what: str,
+    doc: Mapping[str, Any],
+    parsed: Approval | PendingVote,
+    keyring: Keyring,
+    gateway_id: str,
+    txn_id: str,
+    group_id: str,
+    plan_digest: str,
+) -> str | None:
+    """The first reason ``doc`` is not the asked gateway's word on this group of this plan."""
+    problem = _signed_by(doc, keyring, gateway_id)
+    if problem is None and parsed.gateway != gateway_id:
+        problem = f"{what} names gateway {parsed.gateway}, not {gateway_id}"
+    if problem is None and parsed.plan_digest != plan_digest and _checks.is_on("COORD-DIGEST"):
+        problem = f"{what} is for plan {parsed.plan_digest}, not {plan_digest}"
+    if problem is None and (parsed.txn_id, parsed.group_id) != (txn_id, group_id):
+        problem = f"{what} is for {parsed.txn_id}/{parsed.group_id}"
+    return problem

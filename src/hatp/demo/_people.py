@@ -15,6 +15,7 @@ without taking the gateway's word.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -73,7 +74,7 @@ def _card(person: Person, key: SigningKey) -> dict[str, Any]:
 
 
 def acme_directory(
-    keys_folder: Path, load_or_make: Any
+    keys_folder: Path, load_or_make: Callable[[Path, str], SigningKey]
 ) -> tuple[Directory, dict[str, SigningKey], SigningKey]:
     """Return acme's directory, each person's key (by id) and the directory's key.
 
@@ -81,7 +82,7 @@ def acme_directory(
     trip world, so several processes on one folder agree on every key).
     """
     (keys_folder / "people").mkdir(parents=True, exist_ok=True)
-    directory_key: SigningKey = load_or_make(keys_folder / "directory.jwk", f"{DIRECTORY}#key-1")
+    directory_key = load_or_make(keys_folder / "directory.jwk", f"{DIRECTORY}#key-1")
     people = {
         p.id: load_or_make(keys_folder / "people" / f"{p.name}.jwk", f"{p.id}#key-1")
         for p in PEOPLE

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from hatp.directory._cards import verify_card
-from hatp.directory._resolve import Ask, Resolution, resolve_cards
+from hatp.directory._resolve import Ask, ExclusionRule, Resolution, resolve_cards
 from hatp.errors import CardInvalid, InvalidJson
 from hatp.evidence import Keyring, PublicKey, parse_json
 from hatp.model import Address, HumanCard, PublicJwk, Requirement, WellKnown, parse_address
@@ -39,11 +39,13 @@ def resolve(
     initiator_principal: str | None = None,
     deadline_seconds: float | None = None,
     passkey_required: bool = False,
+    rules: frozenset[ExclusionRule] | None = None,
 ) -> Resolution:
     """Resolve an address to ranked candidates and everyone passed over (docs/spec.md §17).
 
     ``amounts`` is what the person must cover per currency (the gateway's
     computed totals plus tolerance); ``requirement`` gives the action.
+    ``rules`` limits the exclusion rules that apply (default: all of them).
 
     Raises:
         AddressInvalid: the address does not parse, or is an agent's.
@@ -56,6 +58,7 @@ def resolve(
         initiator_principal,
         deadline_seconds,
         passkey_required,
+        rules,
     )
     return resolve_cards(source.cards(), ask)
 
@@ -112,6 +115,14 @@ class Directory:
             KeyError: no such card.
         """
         return self._cards[card_id][0]
+
+    def signed(self, card_id: str) -> dict[str, Any]:
+        """Return the card with this id as the directory signed it (a copy).
+
+        Raises:
+            KeyError: no such card.
+        """
+        return dict(self._cards[card_id][1])
 
     def __len__(self) -> int:
         return len(self._cards)

@@ -43,6 +43,8 @@ class Ask:
     initiator_principal: str | None
     deadline_seconds: float | None
     passkey_required: bool
+    #: The exclusion rules that apply (all of :data:`RULES` when ``None``).
+    rules: frozenset[ExclusionRule] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,6 +201,8 @@ def resolve_cards(cards: Iterable[HumanCard], ask: Ask) -> Resolution:
 
 def _first_exclusion(card: HumanCard, ask: Ask) -> Exclusion | None:
     for rule, check_id, check in RULES:
+        if ask.rules is not None and rule not in ask.rules:
+            continue
         detail = check(card, ask)
         if detail is not None and _checks.is_on(check_id):
             return Exclusion(card.id, rule, detail)

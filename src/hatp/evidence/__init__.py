@@ -7,7 +7,7 @@ auditor needs nothing else to check a record offline.
 
 from hatp.evidence._canonical import canonicalize
 from hatp.evidence._digest import digest, digest_bytes, is_digest
-from hatp.evidence._keys import Keyring, PublicKey, SigningKey
+from hatp.evidence._keys import Keyring, PublicKey, SigningKey, card_keyring
 from hatp.evidence._record import RecordWriter
 from hatp.evidence._signing import ALGORITHM, Verified, sign, verify
 from hatp.evidence._strict_json import MAX_DEPTH, parse_json
@@ -29,6 +29,7 @@ __all__ = [
     "SigningKey",
     "Verified",
     "canonicalize",
+    "card_keyring",
     "digest",
     "digest_bytes",
     "is_digest",

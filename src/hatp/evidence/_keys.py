@@ -20,7 +20,7 @@ from hatp import _checks
 from hatp.errors import InvalidJson, KeyInvalid, KeyringInvalid, SignatureInvalid
 from hatp.evidence._b64 import b64url_decode, b64url_encode
 from hatp.evidence._strict_json import parse_json
-from hatp.model import KeyringDocument, PublicJwk
+from hatp.model import HumanCard, KeyringDocument, PublicJwk
 from hatp.model._base import KID_PATTERN
 from hatp.version import PROTOCOL_VERSION, require_supported
 
@@ -312,3 +312,10 @@ def _first_error(exc: ValidationError) -> str:
     error = exc.errors()[0]
     where = "/".join(str(p) for p in error["loc"]) or "(top)"
     return f"{where}: {error['msg']}"
+
+
+def card_keyring(card: HumanCard) -> Keyring:
+    """The Ed25519 keys on a person's Human Card, the person trusted as their issuer:
+    what their own signed votes verify under."""
+    keys = [PublicKey.from_jwk(k.to_wire()) for k in card.keys if isinstance(k, PublicJwk)]
+    return Keyring(((key, card.id) for key in keys), trusted_issuers=[card.id])

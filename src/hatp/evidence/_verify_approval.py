@@ -33,7 +33,7 @@ from pydantic import ValidationError
 from hatp.clock import parse_time
 from hatp.errors import HatpError
 from hatp.evidence._digest import digest
-from hatp.evidence._keys import Keyring, PublicKey
+from hatp.evidence._keys import Keyring, card_keyring
 from hatp.evidence._signing import verify
 from hatp.evidence._tally import Tally
 from hatp.evidence._verify_routing import verify_routing
@@ -47,7 +47,6 @@ from hatp.model import (
     HumanResult,
     HumanVote,
     Plan,
-    PublicJwk,
     Result,
     RoutingRecord,
     parse_address,
@@ -355,19 +354,13 @@ def _vote_problems(
     if card is None:
         return [*out, f"is by {item.vote.human}, whose card the approval does not carry"]
     try:
-        verify(item.doc, _person_keyring(card))
+        verify(item.doc, card_keyring(card))
     except HatpError as exc:
         out.append(
             f"is not signed by an Ed25519 key on {card.id}'s card: "
             f"{exc.data.get('reason', exc.code)}: {exc.message}"
         )
     return out
-
-
-def _person_keyring(card: HumanCard) -> Keyring:
-    """The Ed25519 keys on a person's card, the person trusted as their issuer."""
-    keys = [PublicKey.from_jwk(k.to_wire()) for k in card.keys if isinstance(k, PublicJwk)]
-    return Keyring(((key, card.id) for key in keys), trusted_issuers=[card.id])
 
 
 def _check_approvers(context: _Context, ev: _Evidence, tally: Tally, counts: _Counts) -> None:

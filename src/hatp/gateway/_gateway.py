@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from hatp import _checks
 from hatp.clock import Clock, format_time, parse_time
-from hatp.directory import CardSource, Directory
+from hatp.directory import CardSource, Directory, Resolution
 from hatp.errors import AskConflict, AskWithdrawn
 from hatp.evidence import SigningKey, sign
 from hatp.gateway._ask import AskDoc, Context, Effects, person_entry
@@ -146,11 +146,7 @@ class HumanGateway:
             "initiatorPrincipal": self._principals.get(request.plan.initiator),
             "passkey": request.group.requirement.passkey,
             "routing": routed.record,
-            "people": [person_entry(c.card) for c in resolution.candidates]
-            + [
-                {"id": e.id, "status": "excluded", "rule": e.rule.value, "detail": e.detail}
-                for e in resolution.excluded
-            ],
+            "people": _people(resolution),
         }
         work = AskDoc(doc, self._context(now))
         if not resolution.enough and _checks.is_on("GW-FEW"):  # [GW-FEW]
@@ -258,11 +254,7 @@ class HumanGateway:
             "kind": AskKind.QUESTION.value,
             "question": parsed.to_wire(),
             "needed": 1,
-            "people": [person_entry(c.card) for c in resolution.candidates]
-            + [
-                {"id": e.id, "status": "excluded", "rule": e.rule.value, "detail": e.detail}
-                for e in resolution.excluded
-            ],
+            "people": _people(resolution),
         }
         work = AskDoc(doc, self._context(now))
         if not resolution.candidates:  # [GW-FEW]
@@ -539,10 +531,16 @@ class HumanGateway:
     def _signed_card(self, card: HumanCard) -> dict[str, Any]:
         """The card as the directory signed it."""
         if isinstance(self._directory, Directory):
-            for doc in self._directory.to_json()["cards"]:
-                if doc.get("id") == card.id:
-                    return dict(doc)
-        return card.to_wire()
+            return self._directory.signed(card.id)
+        return card.to_wire()  # a verified card's normal form is what its directory signed
+
+
+def _people(resolution: Resolution) -> list[dict[str, Any]]:
+    """An ask's people as routed: the ranked candidates, then everyone passed over."""
+    return [person_entry(c.card) for c in resolution.candidates] + [
+        {"id": e.id, "status": "excluded", "rule": e.rule.value, "detail": e.detail}
+        for e in resolution.excluded
+    ]
 
 
 def _tick(row: AskRow, work: AskDoc) -> None:

@@ -22,9 +22,9 @@ from hatp.errors import (
     SignatureInvalid,
     VersionUnsupported,
 )
-from hatp.evidence import Keyring, PublicKey, verify
+from hatp.evidence import card_keyring, verify
 from hatp.gateway._ask import AskDoc
-from hatp.model import HumanCard, HumanVote, PublicJwk
+from hatp.model import HumanCard, HumanVote
 from hatp.store import AskKind, AskRow
 
 __all__ = [
@@ -84,12 +84,8 @@ def check_signature(
         raise refused(
             ask_id, human, "SIGNATURE", f"the directory has no card for {human} to verify with"
         )
-    keyring = Keyring(trusted_issuers=[human])
-    for key in card.keys:
-        if isinstance(key, PublicJwk):
-            keyring.add(PublicKey.from_jwk(key.to_wire()), human)
     try:
-        verify(vote, keyring)
+        verify(vote, card_keyring(card))
     except (SignatureInvalid, VersionUnsupported, InvalidJson) as exc:
         raise refused(
             ask_id,

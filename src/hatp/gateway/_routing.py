@@ -6,37 +6,30 @@ rule), and re-signing a routing record with what became of each person.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
-from fractions import Fraction
 from typing import Any
 
 from hatp import _checks
 from hatp.clock import Clock, format_time
 from hatp.directory import (
-    RULES,
-    Candidate,
     CardSource,
     Exclusion,
     ExclusionRule,
     Resolution,
     resolve,
 )
-from hatp.directory._resolve import Ask, matches
 from hatp.errors import AskInvalid
 from hatp.evidence import SigningKey, digest, sign
 from hatp.model import (
     ABSENT,
     Address,
-    HumanCard,
     HumanResult,
     Plan,
     RoutedHuman,
     RoutingRecord,
-    Status,
-    parse_address,
     recheck_plan,
     required_amounts,
 )
@@ -175,7 +168,6 @@ def _signed(body: dict[str, Any], key: SigningKey) -> dict[str, Any]:
 #: The exclusion rules that apply to a question: it carries no money and may
 #: well be for the very person the agent acts for.
 QUESTION_RULES = frozenset({ExclusionRule.SKILL, ExclusionRule.OFFLINE, ExclusionRule.CAPACITY})
-_STATUS_RANK = {Status.AVAILABLE: 0, Status.BUSY: 1, Status.AWAY: 2, Status.OFFLINE: 3}
 
 
 def resolve_question(
@@ -189,36 +181,15 @@ def resolve_question(
     Raises:
         AddressInvalid: the address does not parse, or is an agent's.
     """
-    parsed = address if isinstance(address, Address) else parse_address(address)
-    if not parsed.is_human:
-        return resolve(source, parsed, "answer", amounts={}, on_behalf_of="")  # refuses it
-    ask = Ask(parsed, "answer", {}, "", None, deadline_seconds, False)
-    candidates: list[Candidate] = []
-    excluded: list[Exclusion] = []
-    for card in _matching(source.cards(), parsed):
-        exclusion = next(
-            (
-                Exclusion(card.id, rule, detail)
-                for rule, check_id, check in RULES
-                if rule in QUESTION_RULES
-                and (detail := check(card, ask)) is not None
-                and _checks.is_on(check_id)
-            ),
-            None,
-        )
-        if exclusion is not None:
-            excluded.append(exclusion)
-            continue
-        capacity = card.capacity
-        load = Fraction(capacity.open, capacity.max_open) if capacity.max_open else Fraction(1)
-        fits = deadline_seconds is None or card.sla.decide_seconds <= deadline_seconds
-        candidates.append(Candidate(card.id, card, card.availability.status, load, fits))
-    candidates.sort(key=lambda c: (_STATUS_RANK[c.status], c.load, not c.sla_fits))
-    return Resolution(parsed, tuple(candidates), tuple(excluded))
-
-
-def _matching(cards: Iterable[HumanCard], address: Address) -> list[HumanCard]:
-    return sorted((c for c in cards if matches(c, address)), key=lambda c: c.id)
+    return resolve(
+        source,
+        address,
+        "answer",
+        amounts={},
+        on_behalf_of="",
+        deadline_seconds=deadline_seconds,
+        rules=QUESTION_RULES,
+    )
 
 
 def _money(amounts: Mapping[str, Decimal]) -> list[dict[str, str]]:
