@@ -173,6 +173,31 @@ def test_a_quorum_needs_n_distinct_people_and_asks_the_top_n(store_url: str) -> 
         w.close()
 
 
+def test_too_few_people_left_after_a_decline_waits_for_the_deadline(store_url: str) -> None:
+    """[GW-FEW-LATER] 2-of-2: alice declines, so bob alone cannot make the quorum. The
+    gateway neither approves on bob's vote nor rejects early: at decideBy it says no."""
+    found = people_directory(person_card("alice"), person_card("bob"))
+    w = World(store_url, found)
+    doc = plan_doc(FINANCE + "?quorum=2-of-2")
+
+    async def body(w: World) -> None:
+        pending = await w.gateway.ask(request(doc))
+        ask_id = pending["askId"]
+        await w.gateway.decline(ask_id, human("alice"))
+        await w.gateway.submit_vote(ask_id, vote(w.inbox("bob")[0]))
+        assert (await w.gateway.poll(ask_id))["kind"] == "pending"
+        w.clock.advance((DECIDE_BY - START).total_seconds() + 0.001)
+        await w.gateway.tick()
+        parsed = check_approval(await w.gateway.poll(ask_id), doc)
+        assert (parsed.decision.value, parsed.withdrawn) == ("reject", True)
+        assert parsed.reason.startswith("deadline 2026-12-02T10:15:00.000Z passed with 1 of 2")
+
+    try:
+        run(w, body)
+    finally:
+        w.close()
+
+
 def test_fewer_eligible_people_than_the_quorum_is_an_immediate_reject(world: World) -> None:
     """[GW-FEW]"""
     doc = plan_doc(FINANCE + "?quorum=3-of-4")

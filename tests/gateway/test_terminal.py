@@ -12,6 +12,7 @@ import contextlib
 import dataclasses
 import io
 import os
+import threading
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from datetime import timedelta
 from typing import Any, Literal
@@ -504,3 +505,36 @@ def test_an_answer_typed_at_the_terminal_is_checked_then_signed_by_the_gateway(
     assert parsed.question_digest == question_digest(doc)
     assert "Not accepted: the answer is empty" in out.getvalue()
     assert "Not accepted: character 0 is a control character (U+001B)" in out.getvalue()
+
+
+def test_a_read_left_waiting_by_a_withdrawn_ask_does_not_keep_the_program_alive() -> None:
+    """[GW-TERMINAL] The ask is withdrawn while the terminal waits for a line and nobody
+    types: the program still ends (the read runs on a daemon thread, not the executor
+    that ``asyncio.run`` waits for)."""
+    screen = Console()
+    took = Responder()
+    read_end, write_end = os.pipe()
+    console_in = os.fdopen(read_end, "r")
+
+    async def scenario() -> None:
+        channel = TerminalChannel(console_in, screen, KEYS, ManualClock(START))
+        await channel.deliver(approval("ask-approval-01", BOB), took)
+        await screen.shows("approve / reject / decline? ")
+        await channel.withdraw("ask-approval-01", BOB)
+        await channel.idle()
+
+    try:
+        # The program, on a thread of its own: it must end although the read still waits.
+        program = threading.Thread(target=asyncio.run, args=(scenario(),), daemon=True)
+        program.start()
+        program.join(30)
+        assert not program.is_alive(), "the program is kept alive by the waiting read"
+        readers = [t for t in threading.enumerate() if t.name == "hatp-terminal-read"]
+        assert readers and all(t.daemon and t.is_alive() for t in readers)
+    finally:
+        _close(write_end)  # ends the read
+        for thread in threading.enumerate():
+            if thread.name == "hatp-terminal-read":
+                thread.join(5)
+        console_in.close()
+    assert (took.votes, took.declines) == ([], [])

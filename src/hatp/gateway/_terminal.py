@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Mapping
+import threading
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Literal, TextIO
 
 from hatp.clock import Clock, format_time
@@ -241,7 +242,7 @@ class TerminalChannel:
                 return ""
             self._say("(A line typed for a withdrawn ask was ignored; please answer again.)")
         if self._reading is None:
-            self._reading = (owner, asyncio.ensure_future(asyncio.to_thread(self._in.readline)))
+            self._reading = (owner, _read_in_background(self._in.readline))
         # Shielded: if this conversation is withdrawn, the read stays in flight
         # (its thread cannot be stopped) and the next reader discards its line.
         line = await asyncio.shield(self._reading[1])
@@ -254,3 +255,33 @@ class TerminalChannel:
 
 
 _UNREADABLE: Any = object()
+
+
+def _read_in_background(readline: Callable[[], str]) -> asyncio.Future[str]:
+    """Read one line on a daemon thread and resolve the returned future with it.
+
+    Not :func:`asyncio.to_thread`: a read still waiting when the program ends
+    (its ask was withdrawn, nobody types) would keep ``asyncio.run`` waiting
+    for the default executor until someone pressed Enter.
+    """
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[str] = loop.create_future()
+
+    def settle(line: str | None, error: BaseException | None) -> None:
+        if future.done():
+            return
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(line or "")
+
+    def work() -> None:
+        try:
+            line, error = readline(), None
+        except BaseException as exc:  # handed to the reader, whatever it is
+            line, error = None, exc
+        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody is waiting
+            loop.call_soon_threadsafe(settle, line, error)
+
+    threading.Thread(target=work, name="hatp-terminal-read", daemon=True).start()
+    return future
