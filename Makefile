@@ -40,6 +40,7 @@ typecheck: $(VENV)/.dev
 bench: $(VENV)/.dev
 	$(BIN)/python benchmarks/evidence.py
 	$(BIN)/python benchmarks/coordinator.py
+	$(BIN)/python benchmarks/gate.py
 
 ## make schemas: regenerate schemas/ from the pydantic types
 schemas: $(VENV)/.dev

@@ -48,6 +48,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import (
     Ed25519PublicKey,
 )
 
+from _timing import Timing
 from hatp.clock import ManualClock
 from hatp.evidence import (
     Keyring,
@@ -79,21 +80,6 @@ class Settings:
 
 FULL = Settings(repeats=15, seconds_per_repeat=0.08, record_events=10_000, record_repeats=7)
 QUICK = Settings(repeats=3, seconds_per_repeat=0.03, record_events=1_000, record_repeats=3)
-
-
-@dataclass(frozen=True)
-class Timing:
-    """Seconds per operation over the repeats of one measurement."""
-
-    samples: tuple[float, ...]
-
-    @property
-    def best(self) -> float:
-        return min(self.samples)
-
-    @property
-    def median(self) -> float:
-        return statistics.median(self.samples)
 
 
 @dataclass(frozen=True)

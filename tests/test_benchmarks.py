@@ -35,3 +35,13 @@ def test_coordinator_benchmark_quick_run_prints_the_ratio_to_its_floor() -> None
     for text in ("Ed25519 signs", "durable commits", "ratio = ", "where the time goes"):
         assert text in out, text
     assert "floor: crypto" in out
+
+
+def test_gate_benchmark_quick_run_prints_its_ratios() -> None:
+    """SQLite always; PostgreSQL when a server answers (CI has one)."""
+    out = quick_run("gate.py")
+    assert "check (no store) vs 1 verify" in out
+    assert any(
+        line.startswith("sqlite: check + use") and "ratio" in line for line in out.splitlines()
+    )
+    assert "postgresql:" in out

@@ -26,7 +26,7 @@ def test_every_spec_requirement_is_named_by_a_test() -> None:
 
 
 def test_every_rule_the_code_reports_is_in_the_spec() -> None:
-    from hatp.errors import PLAN_REASONS, SIGNATURE_REASON_RULES
+    from hatp.errors import APPROVAL_REASONS, PLAN_REASONS, SIGNATURE_REASON_RULES
     from hatp.evidence import CHAIN_RULES, ROUTING_RULES, TXN_RULES
 
     ids = set(ID.findall(SPEC))
@@ -38,6 +38,10 @@ def test_every_rule_the_code_reports_is_in_the_spec() -> None:
     assert set(SIGNATURE_REASON_RULES.values()) <= ids
     for reason in SIGNATURE_REASON_RULES:
         assert f"`{reason}`" in SPEC, reason
+    for reason, text in APPROVAL_REASONS.items():
+        assert f"`{reason}`" in SPEC, reason
+        rule = re.search(r"\((GATE-[A-Z-]+)\)", text)
+        assert rule is not None and rule.group(1) in ids, reason
 
 
 def test_readme_python_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

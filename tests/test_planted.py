@@ -71,6 +71,7 @@ def test_every_switchable_check_in_the_code_has_a_planted_violation() -> None:
     # Documents live in planted.py; live-protocol cases beside the role they attack.
     from coordinator.test_switch_off import CASES as COORDINATOR_CASES
     from directory.test_switch_off import CASES as DIRECTORY_CASES
+    from gate.test_planted_calls import CASES as GATE_CASES
     from gateway.test_gateway_switch_off import CASES as GATEWAY_VOTE_CASES
     from gateway.test_planted_txns import CASES as PLANTED_TXNS
     from gateway.test_switch_off import CASES as GATEWAY_CASES
@@ -84,6 +85,7 @@ def test_every_switchable_check_in_the_code_has_a_planted_violation() -> None:
         | {check for case in GATEWAY_CASES.values() for check in case.checks}
         | {check for case in GATEWAY_VOTE_CASES.values() for check in case.checks}
         | {check for case in PLANTED_TXNS for check in case.checks}
+        | {case.check for case in GATE_CASES.values()}
     )
     assert switches <= planted, f"checks with no planted violation: {switches - planted}"
 

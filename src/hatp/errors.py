@@ -28,7 +28,16 @@ MCP JSON-RPC error.
     ├── RequirementBelowTotal  REQUIREMENT_BELOW_TOTAL (data.declared, data.required)
     ├── AskInvalid             ASK_INVALID         (data.reason: UNKNOWN_GROUP, DIGEST_MISMATCH)
     ├── QuestionInvalid        QUESTION_INVALID    (data.reason: a key of QUESTION_REASONS)
-    └── AnswerInvalid          ANSWER_INVALID      (data.reason: a key of ANSWER_REASONS)
+    ├── AnswerInvalid          ANSWER_INVALID      (data.reason: a key of ANSWER_REASONS)
+    ├── AskUnknown             ASK_UNKNOWN
+    ├── AskConflict            ASK_CONFLICT
+    ├── AskWithdrawn           ASK_WITHDRAWN
+    ├── ResponseRefused        RESPONSE_REFUSED    (data.reason: a key of RESPONSE_REASONS)
+    ├── ApprovalRequired       APPROVAL_REQUIRED   (data.requirement: what to ask for)
+    ├── ApprovalInvalid        APPROVAL_INVALID    (data.reason: a key of APPROVAL_REASONS)
+    ├── ApprovalUnknown        APPROVAL_UNKNOWN
+    ├── CallInvalid            CALL_INVALID        (data.reason: a key of CALL_REASONS)
+    └── GateInvalid            GATE_INVALID
 """
 
 from __future__ import annotations
@@ -463,3 +472,106 @@ RESPONSE_REASONS: dict[str, str] = {
 }
 
 __all__ += ["RESPONSE_REASONS", "AskConflict", "AskUnknown", "AskWithdrawn", "ResponseRefused"]
+
+
+# --- Approval-gated tool calls (docs/spec.md §20) ---
+
+
+class ApprovalRequired(HatpError):
+    """A gated tool was called without an approval; the tool did not run.
+
+    ``data.requirement`` is the :class:`~hatp.model.CallRequirement` (wire
+    form) to ask the Human Gateway for: the address, the action, the call
+    digest and, where they apply, the amount, the tool digest and the price.
+    """
+
+    code = "APPROVAL_REQUIRED"
+
+
+class ApprovalInvalid(HatpError):
+    """The approval presented with a gated call was refused; the tool did not run.
+
+    ``data.reason`` is a key of :data:`APPROVAL_REASONS`, ``data.rule`` the
+    requirement it enforces, ``data.approval_id`` the approval's id when it
+    could be read.
+    """
+
+    code = "APPROVAL_INVALID"
+
+    @property
+    def reason(self) -> str:
+        """The stable reason code, e.g. ``USED`` or ``OTHER_CALL``."""
+        return str(self.data.get("reason"))
+
+
+#: Every ``APPROVAL_INVALID`` reason and the rule it enforces (docs/spec.md §20).
+APPROVAL_REASONS: dict[str, str] = {
+    "SHAPE": "an approval has the CallApproval form (GATE-SHAPE)",
+    "UNTRUSTED_GATEWAY": "it is signed by a key of a gateway the server trusts (GATE-TRUSTED)",
+    "FORGED": "its signature verifies under that key, of the gateway it names (GATE-SIGNED)",
+    "REJECTED": "it approves: a signed rejection is never an approval (GATE-APPROVED)",
+    "OTHER_CALL": "it is for this server, this tool and these exact arguments (GATE-CALL)",
+    "TOOL_CHANGED": "it binds the tool's definition as the server lists it now (GATE-TOOL)",
+    "OTHER_REQUESTER": "it was asked for by the calling agent, for the same person "
+    "(GATE-REQUESTER)",
+    "EXPIRED": "it is inside its validity window, within the allowed clock skew (GATE-EXPIRY)",
+    "PRICE_RAISED": "it caps the price at no less than the server charges (GATE-PRICE)",
+    "PAYEE_CHANGED": "it pays whom the server's terms name (GATE-PAYEE)",
+    "CARD": "every voter's card is signed by a directory the server trusts (GATE-CARD)",
+    "VOTES": "every approver signed an approve vote on exactly these terms (GATE-VOTES)",
+    "QUORUM": "enough distinct people approved for the tool's address (GATE-QUORUM)",
+    "ADDRESS": "it was asked of the tool's address, and every approver fits it (GATE-ADDRESS)",
+    "SELF_APPROVAL": "no approver is the person the calling agent acts for (GATE-SOD)",
+    "AUTHORITY": "every approver's authority covers the amount in the arguments (GATE-AUTHORITY)",
+    "USED": "it has not been used before; it works once (GATE-ONCE)",
+}
+
+
+class ApprovalUnknown(HatpError):
+    """No used approval with this id in the store (``data.approval_id``): it was
+    never claimed there, or it expired and was pruned."""
+
+    code = "APPROVAL_UNKNOWN"
+
+
+class CallInvalid(HatpError):
+    """A call request to the gateway, or a gated call's arguments, cannot be read.
+
+    ``data.reason`` is a key of :data:`CALL_REASONS`; ``data.where`` a JSON
+    Pointer when there is one. Nobody was asked and nothing ran.
+    """
+
+    code = "CALL_INVALID"
+
+    @property
+    def reason(self) -> str:
+        """The stable reason code, e.g. ``SHAPE`` or ``AMOUNT``."""
+        return str(self.data.get("reason"))
+
+
+#: Every ``CALL_INVALID`` reason (docs/spec.md §20).
+CALL_REASONS: dict[str, str] = {
+    "SHAPE": "a call request has the CallRequest form (CALL-SHAPE)",
+    "AMOUNT": "the amount pointer names an {value, currency} amount in the arguments, "
+    "its value a non-negative decimal string or integer (CALL-AMOUNT)",
+    "DEFINITION": "a tool definition names the tool called (CALL-DEFINITION)",
+    "ADDRESS": "the address is a human:// address the gateway can route (CALL-SHAPE)",
+}
+
+
+class GateInvalid(HatpError):
+    """A tool server's gate declaration is wrong (``data.tool`` names the tool); fix the
+    declaration: nothing is gated until it is right."""
+
+    code = "GATE_INVALID"
+
+
+__all__ += [
+    "APPROVAL_REASONS",
+    "CALL_REASONS",
+    "ApprovalInvalid",
+    "ApprovalRequired",
+    "ApprovalUnknown",
+    "CallInvalid",
+    "GateInvalid",
+]

@@ -8,7 +8,8 @@ Ed25519 key (``KEYS[name]``) that signs their votes, reachable on the
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import asyncio
+from collections.abc import Callable, Coroutine, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -49,6 +50,16 @@ def person_card(name: str, limit: str | None = "10000", **changes: Any) -> dict[
 
 def people_directory(*cards: dict[str, Any]) -> Directory:
     return directory(*cards)
+
+
+def finance_directory() -> Directory:
+    """alice and bob may approve 10,000 USD; dana is who the agent acts for; erin's limit is 500."""
+    return people_directory(
+        person_card("alice"),
+        person_card("bob"),
+        person_card("dana", "50000"),
+        person_card("erin", "500"),
+    )
 
 
 def plan_doc(
@@ -107,6 +118,14 @@ def vote(notice: Notice, decision: str = "approve", at: datetime | None = None) 
 def check_card(doc: dict[str, Any]) -> str:
     """The id of a card as the directory signed it (raises if it does not verify)."""
     return verify_card(doc, Keyring([(DIRECTORY_KEY.public, ISSUER)], [ISSUER])).id
+
+
+#: A test's body: what it does with the world, on the event loop.
+Body = Callable[["World"], Coroutine[Any, Any, None]]
+
+
+def run(world: World, body: Body) -> None:
+    asyncio.run(body(world))
 
 
 class World:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -15,12 +15,14 @@ from gateway.people import (
     START,
     World,
     check_card,
+    finance_directory,
     human,
     keyring,
     people_directory,
     person_card,
     plan_doc,
     request,
+    run,
     vote,
 )
 from gateway.routes import GATEWAY_ID
@@ -28,28 +30,12 @@ from hatp.errors import ResponseRefused
 from hatp.evidence import verify, verify_routing
 from hatp.model import Approval, PendingVote, Result, RoutingRecord
 
-Body = Callable[[World], Coroutine[Any, Any, None]]
-
-
-def finance() -> Any:
-    """alice and bob may approve 1,000 USD; dana is who the agent acts for; erin's limit is 500."""
-    return people_directory(
-        person_card("alice"),
-        person_card("bob"),
-        person_card("dana", "50000"),
-        person_card("erin", "500"),
-    )
-
 
 @pytest.fixture
 def world(store_url: str) -> Iterator[World]:
-    made = World(store_url, finance())
+    made = World(store_url, finance_directory())
     yield made
     made.close()
-
-
-def run(world: World, body: Body) -> None:
-    asyncio.run(body(world))
 
 
 def humans(approval: dict[str, Any]) -> dict[str, tuple[str, str | None]]:

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from functools import partial
 from typing import Any
@@ -12,21 +10,9 @@ from typing import Any
 import sqlalchemy as sa
 
 from hatp.store import DecisionLog, Store, open_store
+from racing import race
 
 RACERS = 4
-
-
-def race(calls: list[Callable[[], Any]]) -> list[Any]:
-    """Run the calls at once, each on its own thread, released together; return results."""
-    gate = threading.Barrier(len(calls), timeout=30)
-
-    def run(call: Callable[[], Any]) -> Any:
-        gate.wait()
-        return call()
-
-    with ThreadPoolExecutor(len(calls)) as pool:
-        futures = [pool.submit(run, call) for call in calls]
-        return [f.result(timeout=60) for f in futures]
 
 
 def test_exactly_one_of_racing_coordinators_acquires_STORE_LEASE(

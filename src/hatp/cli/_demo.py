@@ -21,8 +21,9 @@ import typer
 from hatp.cli._app import app, err, reports_errors
 from hatp.cli._timeline import print_timeline, short
 from hatp.cli._verify import print_report
-from hatp.clock import format_time
-from hatp.demo import TripWorld
+from hatp.clock import SystemClock, format_time
+from hatp.demo import PAYMENTS, TripWorld
+from hatp.demo.gated import run_gated
 from hatp.demo.scenarios import SCENARIOS, DemoRun, run_scenario
 from hatp.evidence import verify_record
 from hatp.gateway import Channel, TerminalChannel
@@ -44,6 +45,12 @@ def demo(
         bool, typer.Option("--auto", help="The finance approver follows the script; no prompt.")
     ] = False,
     list_: Annotated[bool, typer.Option("--list", help="Name every scenario and exit.")] = False,
+    gated: Annotated[
+        bool,
+        typer.Option(
+            "--gated", help="Show one approval-gated tool call (charge_card) instead of the trip."
+        ),
+    ] = False,
 ) -> None:
     """Book a business trip as one transaction and show every step.
 
@@ -53,6 +60,10 @@ def demo(
     if list_:
         for name, item in SCENARIOS.items():
             typer.echo(f"{name:<10} {item.summary}")
+        typer.echo(f"{'--gated':<10} one tool call gated by an approval of exactly that call")
+        return
+    if gated:
+        _gated(out or Path(tempfile.mkdtemp(prefix="hatp-demo-")), auto)
         return
     chosen = SCENARIOS.get(scenario)
     if chosen is None:
@@ -106,6 +117,33 @@ def _show(run: DemoRun) -> bool:
         f"--keys {run.folder / 'keyring.json'}"
     )
     return report.ok and all_or_none
+
+
+def _gated(folder: Path, auto: bool) -> None:
+    err.rule("hatp demo --gated: charge_card runs only with an approval of exactly that call")
+    interactive = not auto and sys.stdin.isatty()
+    with TripWorld.open(folder, SystemClock()) as world:
+        channel = _at_this_terminal(world) if interactive else None
+        run = asyncio.run(run_gated(world, channel))
+        for number, step in enumerate(run.steps, start=1):
+            mark, code = ("[green]✓[/]", "") if step.ok else ("[red]✗[/]", f"{step.code}: ")
+            err.print(f"{number}. {step.title}")
+            err.print(f"   {mark} {code}{step.said}", soft_wrap=True)
+            if number == 1 and run.requirement is not None:
+                need = run.requirement
+                amount = "no amount" if need.amount is None else str(need.amount)
+                err.print(
+                    f"   asks for: {need.address} ({need.action}, {amount}) over call "
+                    f"{need.call_digest[:19]}…, tool {(need.tool_digest or '-')[:19]}…",
+                    soft_wrap=True,
+                )
+        err.rule("The payments ledger")
+        for line in world.ledger(PAYMENTS)[-3:]:
+            err.print(f"  {format_time(line.time)[11:23]}  {line.kind:<8} {line.detail}")
+    typer.echo(str(folder))
+    approved = run.approval is not None and run.approval.decision == "approve"
+    if approved and not run.as_expected:
+        raise typer.Exit(1)
 
 
 def _at_this_terminal(world: TripWorld) -> Channel:

@@ -207,6 +207,38 @@ def edit(conn: Connection, card_id: str, available: str, now: datetime) -> int:
     return int(found) + 1
 
 
+class CardDeclined(Exception):
+    """The bank declined a direct charge; nothing was charged."""
+
+
+def charge_now(
+    conn: Connection,
+    card_id: str,
+    amount: Amount,
+    payee: str,
+    reference: str | None,
+    now: datetime,
+) -> str:
+    """Charge a card at once (no authorization first), as the gated ``charge_card`` tool
+    does; write the ledger line under ``reference`` and return what was done.
+
+    Raises:
+        CardDeclined: no such card, another currency, or not enough available credit.
+    """
+    found = conn.execute(_CARD, {"card_id": card_id}).first()
+    if found is None:
+        raise CardDeclined(f"no card {card_id} on file")
+    if found.currency != amount.currency:
+        raise CardDeclined(f"card {card_id} is in {found.currency}, not {amount.currency}")
+    available = Decimal(found.available) - amount.decimal
+    if available < 0:
+        raise CardDeclined(f"card {card_id} has {found.available} {found.currency} available")
+    conn.execute(_SET_CARD, {"k_card_id": card_id, "available": money(available)})
+    detail = f"charged {amount} to {payee} on card {card_id}"
+    write_line(conn, ledger, PARTICIPANT, reference, None, "charged", detail, now)
+    return detail
+
+
 def seed(conn: Connection, stock: Seed) -> None:
     """Put the cards on file (once)."""
     if conn.execute(select(func.count()).select_from(cards)).scalar_one():

@@ -14,6 +14,7 @@ from hatp.directory._resolve import (
     Exclusion,
     ExclusionRule,
     Resolution,
+    matches,
 )
 
 __all__ = [
@@ -24,6 +25,7 @@ __all__ = [
     "Exclusion",
     "ExclusionRule",
     "Resolution",
+    "matches",
     "resolve",
     "sign_card",
     "verify_card",

@@ -5,6 +5,7 @@ through here. It imports only :mod:`hatp.model` and can be used alone: an
 auditor needs nothing else to check a record offline.
 """
 
+from hatp.evidence._calls import call_digest, tool_digest
 from hatp.evidence._canonical import canonicalize
 from hatp.evidence._digest import digest, digest_bytes, is_digest
 from hatp.evidence._keys import Keyring, PublicKey, SigningKey, card_keyring
@@ -28,6 +29,7 @@ __all__ = [
     "RecordWriter",
     "SigningKey",
     "Verified",
+    "call_digest",
     "canonicalize",
     "card_keyring",
     "digest",
@@ -36,6 +38,7 @@ __all__ = [
     "load_record",
     "parse_json",
     "sign",
+    "tool_digest",
     "verify",
     "verify_approval",
     "verify_record",

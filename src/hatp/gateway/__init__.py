@@ -8,28 +8,37 @@ amounts and signs a routing record of everyone the address matched
 durable in an :class:`~hatp.store.AskStore`, takes their signed votes
 (:func:`sign_vote` is the person's side) and answers, escalates past SLAs,
 withdraws at deadlines, and signs the final Approval or Answer (§19).
+An agent has one exact tool call approved the same way (§20):
+:func:`parse_call_request` reads its request, :func:`call_terms` computes
+what people approve (the amount read from the call's own arguments),
+:func:`route_call` routes it, and the gateway signs a CallApproval.
 Channels reach people: :class:`MemoryChannel` (with scripted
 :class:`Person` s for tests and demos) and :class:`TerminalChannel`.
 """
 
 from hatp.gateway._amounts import RequiredAmount, required_amounts
+from hatp.gateway._calls import call_terms, parse_call_request, terms_digest
 from hatp.gateway._channels import Channel, MemoryChannel, Notice, Person, Responder
 from hatp.gateway._gateway import HumanGateway
 from hatp.gateway._people import sign_vote
 from hatp.gateway._questions import check_answer, parse_question, question_digest, sign_answer
-from hatp.gateway._routing import Routed, resolve_question, route
+from hatp.gateway._routing import Routed, resolve_question, route, route_call
 from hatp.gateway._terminal import TerminalChannel
 from hatp.gateway._view import (
     ApproverView,
+    CallView,
     QuestionView,
     approver_view,
+    call_view,
     question_view,
+    render_call_text,
     render_question_text,
     render_text,
 )
 
 __all__ = [
     "ApproverView",
+    "CallView",
     "Channel",
     "HumanGateway",
     "MemoryChannel",
@@ -41,15 +50,21 @@ __all__ = [
     "Routed",
     "TerminalChannel",
     "approver_view",
+    "call_terms",
+    "call_view",
     "check_answer",
+    "parse_call_request",
     "parse_question",
     "question_digest",
     "question_view",
+    "render_call_text",
     "render_question_text",
     "render_text",
     "required_amounts",
     "resolve_question",
     "route",
+    "route_call",
     "sign_answer",
     "sign_vote",
+    "terms_digest",
 ]

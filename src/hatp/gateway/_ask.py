@@ -9,6 +9,10 @@ The gateway stores the document first and speaks over channels after, so
 nobody is ever asked or withdrawn from that the store does not know of (a
 notice lost in a crash is not sent again: that person misses their SLA and
 the gateway escalates).
+
+An ask is an approval group of a plan, a question, or one tool call; a call
+ask follows an approval group's rules throughout and ends in a signed
+CallApproval instead of an Approval.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from hatp.clock import format_time, parse_time
 from hatp.directory import CardSource, Resolution, resolve
 from hatp.evidence import SigningKey, sign
 from hatp.gateway._routing import excluded_human, resign_routing, resolve_question
-from hatp.model import Approval, HumanCard, HumanResult, RoutedHuman
+from hatp.model import Approval, CallApproval, HumanCard, HumanResult, RoutedHuman
 from hatp.version import PROTOCOL_VERSION
 
 #: A person's status in an ask's state, and the routing result it is reported as.
@@ -84,6 +88,10 @@ class AskDoc:
     @property
     def is_question(self) -> bool:
         return bool(self.doc["kind"] == "question")
+
+    @property
+    def is_call(self) -> bool:
+        return bool(self.doc["kind"] == "call")
 
     @property
     def decide_by(self) -> datetime:
@@ -243,7 +251,8 @@ class AskDoc:
         self.close_withdrawn(reason, "withdrawn at deadline")
 
     def close_withdrawn(self, reason: str, detail: str) -> None:
-        """Withdraw the ask from everyone still asked; approvals get a withdrawn reject."""
+        """Withdraw the ask from everyone still asked; approvals and calls get a withdrawn
+        reject."""
         self._withdraw_waiting(detail)
         self.doc["state"] = "withdrawn"
         self.doc["closedReason"] = reason
@@ -253,7 +262,8 @@ class AskDoc:
     # -- deciding --------------------------------------------------------
 
     def decide(self, decision: str, reason: str) -> None:
-        """Close the group with ``decision``; sign the final routing record and Approval."""
+        """Close the group with ``decision``; sign the final routing record and the
+        Approval (the CallApproval of a call ask)."""
         self._withdraw_waiting("withdrawn: the group was decided")
         self.doc["state"] = "decided"
         self.doc["result"] = self._approval(decision, reason, withdrawn=False)
@@ -274,16 +284,13 @@ class AskDoc:
                 self.effects.withdraw.append((entry["id"], entry["channel"]))
 
     def _approval(self, decision: str, reason: str, *, withdrawn: bool) -> dict[str, Any]:
+        """The signed outcome: an Approval of a plan's group, or a CallApproval of one call."""
         doc, ctx = self.doc, self.ctx
         routing = resign_routing(doc["routing"], self.routed(), ctx.key, ctx.now)
         voters = list(dict.fromkeys(v["human"] for v in doc["votes"]))
         body = {
             "hatpVersion": PROTOCOL_VERSION,
-            "kind": "approval",
             "askId": doc["askId"],
-            "txnId": doc["txnId"],
-            "planDigest": doc["planDigest"],
-            "groupId": doc["groupId"],
             "decision": decision,
             "approvers": self.approvers() if decision == "approve" else [],
             "reason": reason[:1000],
@@ -294,8 +301,26 @@ class AskDoc:
             "gateway": ctx.gateway_id,
             "decidedAt": format_time(ctx.now),
         }
+        model: type[Approval | CallApproval]
+        if self.is_call:  # [GW-CALL-APPROVAL]
+            valid = timedelta(seconds=doc["terms"]["validSeconds"])
+            body.update(
+                kind="call-approval",
+                approvalId=doc["approvalId"],
+                terms=doc["terms"],
+                expiresAt=format_time(ctx.now + valid),
+            )
+            model = CallApproval
+        else:
+            body.update(
+                kind="approval",
+                txnId=doc["txnId"],
+                planDigest=doc["planDigest"],
+                groupId=doc["groupId"],
+            )
+            model = Approval
         signed = sign(body, ctx.key)
-        Approval.model_validate(signed)
+        model.model_validate(signed)
         return signed
 
     def routed(self) -> list[RoutedHuman]:

@@ -24,7 +24,7 @@ from hatp.clock import Clock
 from hatp.errors import HatpError
 from hatp.evidence import SigningKey
 from hatp.gateway._people import sign_vote
-from hatp.gateway._view import ApproverView, QuestionView
+from hatp.gateway._view import ApproverView, CallView, QuestionView
 
 __all__ = ["Channel", "MemoryChannel", "Notice", "Person", "Responder"]
 
@@ -33,17 +33,21 @@ __all__ = ["Channel", "MemoryChannel", "Notice", "Person", "Responder"]
 class Notice:
     """One ask, as delivered to one person.
 
-    ``payload`` is what the person signs over: for an approval the HumanVote
-    body without ``decision`` and ``time`` (``askId``, ``txnId``,
-    ``planDigest``, ``groupId``, ``human``); for a question ``{askId,
-    questionId, questionDigest}``. ``respond_by`` is when their SLA runs out
+    ``kind`` is ``"approval"`` (an approval group of a plan, ``view`` an
+    :class:`ApproverView`), ``"call"`` (one tool call, a :class:`CallView`)
+    or ``"question"`` (a :class:`QuestionView`). ``payload`` is what the
+    person signs over: for an approval or a call the HumanVote body without
+    ``decision`` and ``time`` (``askId``, ``txnId``, ``planDigest``,
+    ``groupId``, ``human``; for a call ``txnId`` is the request id,
+    ``planDigest`` the digest of the terms, ``groupId`` ``"call"``); for a
+    question ``{askId, questionId, questionDigest}``. ``respond_by`` is when their SLA runs out
     and the gateway escalates; ``decide_by`` when the ask closes for everyone.
     """
 
     ask_id: str
     human: str
-    kind: Literal["approval", "question"]
-    view: ApproverView | QuestionView
+    kind: Literal["approval", "question", "call"]
+    view: ApproverView | QuestionView | CallView
     payload: dict[str, Any]
     decide_by: datetime
     respond_by: datetime

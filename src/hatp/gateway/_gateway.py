@@ -1,7 +1,9 @@
 """The Human Gateway: asks people over channels, checks what they say, signs the outcome.
 
 :class:`HumanGateway` is the coordinator's :class:`~hatp.coordinator.Gateway`
-(``ask`` / ``poll`` / ``withdraw``) and the channels' :class:`Responder`
+(``ask`` / ``poll`` / ``withdraw``), an agent's way to have one tool call
+approved (``ask_call`` / ``poll_call``) or a question answered
+(``ask_question`` / ``poll_question``), and the channels' :class:`Responder`
 (``submit_vote`` / ``submit_answer`` / ``decline``). Every change to an ask
 is stored in the :class:`~hatp.store.AskStore` before anything is said over a
 channel, and stored only if the ask did not move on meanwhile, so a second
@@ -23,10 +25,12 @@ from typing import TYPE_CHECKING, Any
 from hatp import _checks
 from hatp.clock import Clock, format_time, parse_time
 from hatp.directory import CardSource, Directory, Resolution
-from hatp.errors import AskConflict, AskWithdrawn
+from hatp.errors import AskConflict, AskUnknown, AskWithdrawn
 from hatp.evidence import SigningKey, sign
 from hatp.gateway._ask import AskDoc, Context, Effects, person_entry
-from hatp.gateway._channels import Channel, Notice
+from hatp.gateway._calls import call_terms, parse_call_request, terms_digest
+from hatp.gateway._channels import Channel
+from hatp.gateway._notices import notice
 from hatp.gateway._questions import parse_question, question_digest, sign_answer
 from hatp.gateway._responses import (
     check_signature,
@@ -37,9 +41,8 @@ from hatp.gateway._responses import (
     require_in_time,
     require_open,
 )
-from hatp.gateway._routing import resolve_question, route
-from hatp.gateway._view import approver_view, question_view
-from hatp.model import HumanCard, PendingVote, parse_plan
+from hatp.gateway._routing import Routed, resolve_question, route, route_call
+from hatp.model import CALL_GROUP, HumanCard, PendingVote
 from hatp.store import AskKind, AskRow, AskState, AskStore
 from hatp.version import PROTOCOL_VERSION
 
@@ -54,6 +57,7 @@ CONFLICT_RETRIES = 5
 QUESTION_GROUP = "question"
 
 _Change = Callable[[AskRow, AskDoc], None]
+#: What a notice says it is about, per kind of ask.
 
 
 class HumanGateway:
@@ -62,7 +66,8 @@ class HumanGateway:
     ``channels`` maps a card's channel type (``"web"``, ``"terminal"``, …) to
     the channel that serves it (or is an iterable of channels, keyed by their
     ``channel_type``). ``initiator_principals`` maps an agent id to the
-    person it works for, who may not approve that agent's plans ([DIR-SOD]).
+    person it works for, who may not approve that agent's plans or tool
+    calls ([DIR-SOD]).
     """
 
     def __init__(
@@ -131,30 +136,21 @@ class HumanGateway:
             initiator_principal=self._principals.get(request.plan.initiator),
             deadline_seconds=max(0.0, (request.decide_by - now).total_seconds()),
         )
-        resolution = routed.resolution
-        ask_id = _new_ask_id()
-        doc = {
-            **self._new_doc(
-                ask_id, request.txn_id, request.plan_digest, group_id, request.decide_by
-            ),
-            "kind": AskKind.APPROVAL.value,
-            "plan": request.plan.to_wire(),
-            "needed": resolution.needed,
-            "action": request.group.requirement.action,
-            "amounts": {c: str(v) for c, v in sorted(routed.amounts.items())},
-            "onBehalfOf": request.plan.on_behalf_of,
-            "initiatorPrincipal": self._principals.get(request.plan.initiator),
-            "passkey": request.group.requirement.passkey,
-            "routing": routed.record,
-            "people": _people(resolution),
-        }
-        work = AskDoc(doc, self._context(now))
-        if not resolution.enough and _checks.is_on("GW-FEW"):  # [GW-FEW]
-            eligible = len(resolution.candidates)
-            work.decide("reject", f"needs {resolution.needed}, only {eligible} eligible")
-        else:
-            work.fill()
-        return _approval_result(await self._create(work, AskKind.APPROVAL, now))
+        doc = self._new_doc(
+            _new_ask_id(), request.txn_id, request.plan_digest, group_id, request.decide_by
+        )
+        row = await self._open(
+            AskKind.APPROVAL,
+            doc,
+            routed,
+            now,
+            plan=request.plan.to_wire(),
+            action=request.group.requirement.action,
+            onBehalfOf=request.plan.on_behalf_of,
+            initiatorPrincipal=self._principals.get(request.plan.initiator),
+            passkey=request.group.requirement.passkey,
+        )
+        return _approval_result(row)
 
     async def poll(self, ask_id: str, *, wait_seconds: float = 0.0) -> dict[str, Any]:
         """Return the signed PendingVote while the group is undecided, else the signed
@@ -171,7 +167,8 @@ class HumanGateway:
 
     async def withdraw(self, ask_id: str, reason: str) -> None:
         """Withdraw an ask nobody needs any more from everyone asked. Idempotent; a
-        decided ask stays decided. An approval ask gets a withdrawn reject.
+        decided ask stays decided. An approval ask gets a withdrawn reject, a
+        call ask a withdrawn reject CallApproval.
 
         Raises:
             AskUnknown: no such ask.
@@ -185,6 +182,84 @@ class HumanGateway:
                 )
 
         await self._apply(ask_id, change)
+
+    # -- an agent's side: one tool call ------------------------------------
+
+    async def ask_call(self, request: Mapping[str, Any]) -> dict[str, Any]:
+        """Ask people to approve one exact tool call; return the signed PendingVote, or
+        the signed CallApproval if the call is decided already.
+
+        The gateway reads the request and computes the terms people approve
+        itself ([GW-CALL-TERMS]): the call's digest, the tool definition's,
+        and the amount the call's own arguments hold at ``amountPointer``
+        ([GW-CALL-AMOUNT]), against which it routes the address on behalf of
+        ``onBehalfOf`` ([GW-CALL-ROUTE]). The pending vote names the request
+        id as ``txnId``, the digest of the terms as ``planDigest`` and the
+        group ``"call"``; people's votes bind the same. Asking again with the
+        same requestId and the same terms returns the same ask
+        ([GW-ASK-ONCE]); fewer eligible people than the address's quorum
+        decides reject at once ([GW-FEW]). Escalation, SLAs and the deadline
+        work as for an approval group.
+
+        Raises:
+            CallInvalid: the request cannot be read (``SHAPE``, ``ADDRESS``,
+                ``DEFINITION``) or its arguments hold no amount at the pointer
+                (``AMOUNT``); nothing was stored and nobody was asked.
+            VersionUnsupported: the request names an unknown protocol version.
+            StoreUnavailable: the store failed; nobody was asked.
+        """
+        parsed = parse_call_request(request)
+        terms = call_terms(parsed)
+        bound = terms_digest(terms)
+        found = self._asks.find(AskKind.CALL, parsed.request_id, CALL_GROUP, bound)
+        if found is not None:
+            return await self.poll_call(found.ask_id)
+        now = self._clock.now()
+        decide_by = parse_time(parsed.decide_by)
+        principal = self._principals.get(parsed.requester)
+        routed = route_call(
+            terms,
+            self._directory,
+            gateway_id=self._id,
+            key=self._key,
+            clock=self._clock,
+            initiator_principal=principal,
+            deadline_seconds=max(0.0, (decide_by - now).total_seconds()),
+            passkey_required=parsed.passkey,
+        )
+        doc = self._new_doc(_new_ask_id(), parsed.request_id, bound, CALL_GROUP, decide_by)
+        row = await self._open(
+            AskKind.CALL,
+            doc,
+            routed,
+            now,
+            request=parsed.to_wire(),
+            terms=terms.to_wire(),
+            approvalId=_new_approval_id(),  # [GW-CALL-APPROVAL] one id, whatever the outcome
+            action=terms.action,
+            onBehalfOf=terms.on_behalf_of,
+            initiatorPrincipal=principal,
+            passkey=parsed.passkey,
+        )
+        return _approval_result(row)
+
+    async def poll_call(self, ask_id: str, *, wait_seconds: float = 0.0) -> dict[str, Any]:
+        """Return the signed PendingVote while the call is undecided, else the signed
+        CallApproval (approve, reject, or a withdrawn reject at the deadline
+        [GW-DEADLINE]). Waits as :meth:`poll` does ([GW-POLL]).
+
+        Raises:
+            AskUnknown: no such ask, or it is not about a tool call.
+            StoreUnavailable: the store failed.
+        """
+        row = await self._poll(ask_id, wait_seconds)
+        if row.kind is not AskKind.CALL:
+            raise AskUnknown(
+                f"ask {ask_id} is not about a tool call; poll an approval group's ask with "
+                "poll, a question's with poll_question",
+                ask_id=ask_id,
+            )
+        return _approval_result(row)
 
     # -- the channels' side ---------------------------------------------
 
@@ -388,6 +463,36 @@ class HumanGateway:
             "pending": pending,
         }
 
+    async def _open(
+        self,
+        kind: AskKind,
+        doc: dict[str, Any],
+        routed: Routed,
+        now: datetime,
+        **members: Any,
+    ) -> AskRow:
+        """Store a new approval or call ask routed as ``routed`` and ask its first people,
+        or decide it reject at once when too few are eligible ([GW-FEW])."""
+        resolution = routed.resolution
+        work = AskDoc(
+            {
+                **doc,
+                "kind": kind.value,
+                **members,
+                "needed": resolution.needed,
+                "amounts": {c: str(v) for c, v in sorted(routed.amounts.items())},
+                "routing": routed.record,
+                "people": _people(resolution),
+            },
+            self._context(now),
+        )
+        if not resolution.enough and _checks.is_on("GW-FEW"):  # [GW-FEW]
+            eligible = len(resolution.candidates)
+            work.decide("reject", f"needs {resolution.needed}, only {eligible} eligible")
+        else:
+            work.fill()
+        return await self._create(work, kind, now)
+
     async def _create(self, work: AskDoc, kind: AskKind, now: datetime) -> AskRow:
         doc = work.doc
         row = self._asks.create(
@@ -480,7 +585,7 @@ class HumanGateway:
         for human in effects.deliver:
             entry = people[human]
             try:
-                await self._channels[entry["channel"]].deliver(self._notice(row, entry), self)
+                await self._channels[entry["channel"]].deliver(notice(row, entry), self)
             except Exception as exc:  # the person misses their SLA; the gateway escalates
                 self.channel_errors.append(exc)
         for human, channel in effects.withdraw:
@@ -496,34 +601,6 @@ class HumanGateway:
             if not future.done():
                 future.set_result(None)
         self._changed.set()
-
-    def _notice(self, row: AskRow, entry: dict[str, Any]) -> Notice:
-        doc = row.doc
-        if row.kind is AskKind.QUESTION:
-            view: Any = question_view(doc["question"])
-            payload = {
-                "askId": row.ask_id,
-                "questionId": doc["txnId"],
-                "questionDigest": doc["planDigest"],
-            }
-        else:
-            view = approver_view(parse_plan(doc["plan"]), doc["groupId"])
-            payload = {
-                "askId": row.ask_id,
-                "txnId": doc["txnId"],
-                "planDigest": doc["planDigest"],
-                "groupId": doc["groupId"],
-                "human": entry["id"],
-            }
-        return Notice(
-            ask_id=row.ask_id,
-            human=entry["id"],
-            kind="question" if row.kind is AskKind.QUESTION else "approval",
-            view=view,
-            payload=payload,
-            decide_by=row.decide_by,
-            respond_by=parse_time(entry["respondBy"]),
-        )
 
     def _card(self, human: str) -> HumanCard | None:
         return next((c for c in self._directory.cards() if c.id == human), None)
@@ -550,6 +627,10 @@ def _tick(row: AskRow, work: AskDoc) -> None:
 
 def _new_ask_id() -> str:
     return "ask-" + secrets.token_urlsafe(18)
+
+
+def _new_approval_id() -> str:
+    return "apv-" + secrets.token_urlsafe(18)
 
 
 def _approval_result(row: AskRow) -> dict[str, Any]:

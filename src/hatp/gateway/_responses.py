@@ -42,7 +42,7 @@ def check_vote(row: AskRow, work: AskDoc, vote: HumanVote, now: datetime) -> Non
     """Refuse a vote the ask cannot take ([GW-VOTE-OPEN] … [GW-VOTE-ASKED]); the signature is
     checked by :func:`check_signature`."""
     ask_id, human, doc = row.ask_id, vote.human, row.doc
-    if row.kind is not AskKind.APPROVAL:
+    if row.kind is AskKind.QUESTION:  # approval groups and tool calls take votes
         raise refused(ask_id, human, "WRONG_KIND", "this ask is a question: answer it")
     require_open(row, human)
     require_in_time(row, human, now)

@@ -1,7 +1,9 @@
 """Routing one approval group: the gateway's own amounts, the directory, a signed record.
 
-Also routing a question (no money, so no authority or separation-of-duties
-rule), and re-signing a routing record with what became of each person.
+Also routing one tool call's terms (the amount the gateway read from the
+call's arguments), a question (no money, so no authority or
+separation-of-duties rule), and re-signing a routing record with what
+became of each person.
 """
 
 from __future__ import annotations
@@ -25,11 +27,14 @@ from hatp.errors import AskInvalid
 from hatp.evidence import SigningKey, digest, sign
 from hatp.model import (
     ABSENT,
+    CALL_GROUP,
     Address,
+    CallTerms,
     HumanResult,
     Plan,
     RoutedHuman,
     RoutingRecord,
+    owed,
     recheck_plan,
     required_amounts,
 )
@@ -103,30 +108,117 @@ def route(
         declared = approval.requirement.amount
         amounts = {} if declared is None else {declared.currency: Decimal(declared.value)}
         checked = ABSENT
-    resolution = resolve(
+    return _route(
         directory,
         approval.address,
-        approval.requirement,
-        amounts=amounts,
+        approval.requirement.action,
+        amounts,
         on_behalf_of=parsed.on_behalf_of,
         initiator_principal=initiator_principal,
         deadline_seconds=deadline_seconds,
         passkey_required=approval.requirement.passkey
         if passkey_required is None
         else passkey_required,
+        record={
+            "txnId": parsed.txn_id,
+            "planDigest": plan_digest,
+            "groupId": group,
+            "planTotals": _money(parsed.totals()),
+            "checked": checked,
+        },
+        gateway_id=gateway_id,
+        key=key,
+        clock=clock,
+    )
+
+
+def route_call(
+    terms: CallTerms,
+    directory: CardSource,
+    *,
+    gateway_id: str,
+    key: SigningKey,
+    clock: Clock,
+    initiator_principal: str | None = None,
+    deadline_seconds: float | None = None,
+    passkey_required: bool = False,
+) -> Routed:
+    """Route one tool call's terms; return the resolution and a signed record. [GW-CALL-ROUTE]
+
+    The same resolution as an approval group's (:func:`route`): the terms'
+    address and action, on behalf of ``terms.onBehalfOf``. An approver must
+    cover, per currency, the amount the gateway read from the call's
+    arguments and the price cap, the larger where they share a currency (the
+    price is that same money), as the tool server checks ([GATE-AUTHORITY]);
+    a call with neither checks no amount. The record names the request
+    (``txnId``), the digest of the terms (``planDigest``) and the group
+    ``"call"``; ``planTotals`` and ``checked`` are those amounts.
+
+    Raises:
+        AddressInvalid: the terms' address does not resolve to people.
+    """
+    amounts = owed(terms.amount, None if terms.price is None else terms.price.max_amount)
+    return _route(
+        directory,
+        terms.address,
+        terms.action,
+        amounts,
+        on_behalf_of=terms.on_behalf_of,
+        initiator_principal=initiator_principal,
+        deadline_seconds=deadline_seconds,
+        passkey_required=passkey_required,
+        record={
+            "txnId": terms.request_id,
+            "planDigest": digest(terms.to_wire()),
+            "groupId": CALL_GROUP,
+            "planTotals": _money(amounts),
+            "checked": _money(amounts),
+        },
+        gateway_id=gateway_id,
+        key=key,
+        clock=clock,
+    )
+
+
+def _route(
+    directory: CardSource,
+    address: str,
+    action: str,
+    amounts: dict[str, Decimal],
+    *,
+    on_behalf_of: str,
+    initiator_principal: str | None,
+    deadline_seconds: float | None,
+    passkey_required: bool,
+    record: dict[str, Any],
+    gateway_id: str,
+    key: SigningKey,
+    clock: Clock,
+) -> Routed:
+    """Resolve ``address`` for ``action`` against ``amounts`` and sign the routing record
+    (``record`` gives what it is about: txnId, planDigest, groupId, planTotals, checked)."""
+    resolution = resolve(
+        directory,
+        address,
+        action,
+        amounts=amounts,
+        on_behalf_of=on_behalf_of,
+        initiator_principal=initiator_principal,
+        deadline_seconds=deadline_seconds,
+        passkey_required=passkey_required,
     )
     humans = [RoutedHuman(id=c.id, result=HumanResult.CANDIDATE) for c in resolution.candidates]
     humans += [excluded_human(e) for e in resolution.excluded]
     body = {
         "hatpVersion": PROTOCOL_VERSION,
         "kind": "routing",
-        "txnId": parsed.txn_id,
-        "planDigest": plan_digest,
-        "groupId": group,
-        "address": approval.address,
+        "txnId": record["txnId"],
+        "planDigest": record["planDigest"],
+        "groupId": record["groupId"],
+        "address": address,
         "gateway": gateway_id,
-        "planTotals": _money(parsed.totals()),
-        "checked": checked,
+        "planTotals": record["planTotals"],
+        "checked": record["checked"],
         "humans": [h.to_wire() for h in humans],
         "time": format_time(clock.now()),
     }

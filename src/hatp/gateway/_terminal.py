@@ -1,11 +1,11 @@
 """The terminal channel: a person at a console reads the view and types a response.
 
-One conversation at a time holds the console: the view is printed, a line is
-read (in a thread, so the event loop keeps running), and the person's
-response goes back to the gateway through the :class:`Responder`. A vote is
-signed here with the person's own key, as their device would. Unreadable
-input is asked for again; end of input declines, so the gateway asks
-someone else.
+One conversation at a time holds the console: the view is printed (a plan's
+approval group, one tool call, or a question), a line is read (in a thread,
+so the event loop keeps running), and the person's response goes back to
+the gateway through the :class:`Responder`. A vote is signed here with the
+person's own key, as their device would. Unreadable input is asked for
+again; end of input declines, so the gateway asks someone else.
 
 A line is applied only to the prompt that was on screen when its read began
 ([GW-TERMINAL-FRESH]): if an ask is withdrawn while its read is waiting, the
@@ -26,7 +26,14 @@ from hatp.errors import AnswerInvalid, HatpError, InvalidJson
 from hatp.evidence import SigningKey, parse_json
 from hatp.gateway._channels import Notice, Responder
 from hatp.gateway._people import sign_vote
-from hatp.gateway._view import ApproverView, QuestionView, render_question_text, render_text
+from hatp.gateway._view import (
+    ApproverView,
+    CallView,
+    QuestionView,
+    render_call_text,
+    render_question_text,
+    render_text,
+)
 from hatp.model import QuestionType
 
 __all__ = ["DECLINE_COMMAND", "TerminalChannel"]
@@ -124,8 +131,13 @@ class TerminalChannel:
             self._shown.add(key)
             self._say(f"=== For {notice.human} (ask {notice.ask_id}) ===")
             try:
-                if isinstance(notice.view, ApproverView):
-                    self._say(render_text(notice.view).rstrip("\n"))
+                if isinstance(notice.view, ApproverView | CallView):
+                    shown = (
+                        render_text(notice.view)
+                        if isinstance(notice.view, ApproverView)
+                        else render_call_text(notice.view)
+                    )
+                    self._say(shown.rstrip("\n"))
                     self._say(f"Please respond by {format_time(notice.respond_by)} (UTC).")
                     await self._vote(notice, responder)
                 else:

@@ -10,6 +10,11 @@ fields and rendered under a label that says the agent wrote it
 gateway's own lines. Rendering escapes every character that is not
 printable, so no string (a participant's name, a newline, a terminal
 escape sequence) can forge or hide a line ([GW-VIEW-ESCAPE]).
+
+A :class:`CallView` does the same for one tool call ([GW-CALL-VIEW]): the
+server, the tool, the exact arguments (every value in them the agent's
+choice, so shown behind the bar too), and the amount the gateway read from
+them itself.
 """
 
 from __future__ import annotations
@@ -23,24 +28,42 @@ from typing import Any
 
 from hatp.clock import format_time, parse_time
 from hatp.evidence import digest
+from hatp.gateway._calls import call_terms, parse_call_request, terms_digest
 from hatp.gateway._questions import MAX_TEXT_LENGTH, parse_question
-from hatp.model import Plan, Question, QuestionType, Tier, recheck_plan, required_amounts
+from hatp.model import (
+    CallRequest,
+    Plan,
+    Question,
+    QuestionType,
+    Tier,
+    recheck_plan,
+    required_amounts,
+)
 
 __all__ = [
     "AGENT_TEXT_LABEL",
+    "ARGUMENTS_LABEL",
+    "TOOL_TEXT_LABEL",
     "AmountLine",
     "ApproverView",
+    "CallView",
     "QuestionView",
     "StepLine",
     "approver_view",
+    "call_view",
     "format_amount",
     "question_view",
+    "render_call_text",
     "render_question_text",
     "render_text",
 ]
 
 #: The label above anything the agent wrote.
 AGENT_TEXT_LABEL = "Written by the agent (not checked by hatp):"
+#: The label above a call's arguments: exact, but every value in them is the agent's choice.
+ARGUMENTS_LABEL = "Arguments (exactly what the tool runs with, as the agent chose them):"
+#: The label above a tool's description, from the definition whose digest the terms bind.
+TOOL_TEXT_LABEL = "Tool description (the tool server's words, not checked by hatp):"
 #: What each tier means to the person deciding.
 _TIER_WORDS = {
     Tier.HOLD: "held until commit",
@@ -256,6 +279,116 @@ def render_question_text(view: QuestionView) -> str:
         lines.append("Form schema (written by the agent):")
         schema = json.dumps(view.form_schema, indent=2, sort_keys=True, ensure_ascii=True)
         lines.extend(_BAR + line for line in schema.splitlines())
+    return "\n".join(lines) + "\n"
+
+
+@dataclass(frozen=True, slots=True)
+class CallView:
+    """What an approver is shown for one tool call.
+
+    Every field comes from the request's structured members or the terms the
+    gateway computed ([GW-CALL-VIEW]): ``amount`` is what the gateway read
+    from ``arguments`` at ``amount_pointer``, formatted. ``agent_text`` is the
+    request's ``reason`` and ``tool_description`` the definition's
+    ``description``: both shown labelled, never used for anything else.
+    """
+
+    request_id: str
+    terms_digest: str
+    server: str
+    tool: str
+    arguments: dict[str, Any]
+    call_digest: str
+    tool_digest: str | None
+    tool_description: str | None
+    requester: str
+    on_behalf_of: str
+    address: str
+    action: str
+    passkey: bool
+    amount: str | None
+    amount_pointer: str | None
+    price: str | None
+    pay_to: str | None
+    valid_seconds: int
+    decide_by: datetime
+    agent_text: str | None
+
+
+def call_view(request: Mapping[str, Any] | CallRequest) -> CallView:
+    """Build the view of an agent's call request, with the terms the gateway computes
+    from it (:func:`~hatp.gateway.call_terms`). [GW-CALL-VIEW]
+
+    Raises:
+        CallInvalid: the request cannot be read, or holds no amount at its pointer.
+        VersionUnsupported: the request names a protocol version this build does not know.
+    """
+    parsed = parse_call_request(request)
+    terms = call_terms(parsed)
+    description = (parsed.tool_definition or {}).get("description")
+    price = terms.price
+    return CallView(
+        request_id=terms.request_id,
+        terms_digest=terms_digest(terms),
+        server=terms.server,
+        tool=terms.tool,
+        arguments=parsed.call.arguments,
+        call_digest=terms.call_digest,
+        tool_digest=terms.tool_digest,
+        tool_description=description if isinstance(description, str) else None,
+        requester=terms.requester,
+        on_behalf_of=terms.on_behalf_of,
+        address=terms.address,
+        action=terms.action,
+        passkey=parsed.passkey,
+        amount=None
+        if terms.amount is None
+        else format_amount(terms.amount.decimal, terms.amount.currency),
+        amount_pointer=parsed.amount_pointer,
+        price=None
+        if price is None
+        else format_amount(price.max_amount.decimal, price.max_amount.currency),
+        pay_to=None if price is None else price.pay_to,
+        valid_seconds=terms.valid_seconds,
+        decide_by=parse_time(parsed.decide_by),
+        # The only place the agent's words go.
+        agent_text=None if parsed.reason is None else parsed.reason.summary,
+    )
+
+
+def render_call_text(view: CallView) -> str:
+    """Return the call's view as plain text; the arguments, the tool's description and
+    the agent's reason each stand under their own label, behind the bar. [GW-VIEW-ESCAPE]"""
+    lines = [
+        f"Tool call approval asked: {_safe(view.action)}",
+        f"  by {_safe(view.address)}" + (", passkey required" if view.passkey else ""),
+        f"Request {_safe(view.request_id)}, terms {view.terms_digest}",
+        f"Asked by {_safe(view.requester)}, acting for {_safe(view.on_behalf_of)}",
+        "",
+        f"Call: tool {_safe(view.tool)} on {_safe(view.server)}",
+        f"  call {view.call_digest}",
+        f"  tool definition {view.tool_digest}"
+        if view.tool_digest is not None
+        else "  no tool definition bound",
+        ARGUMENTS_LABEL,
+        *_barred(json.dumps(view.arguments, indent=2, sort_keys=True, ensure_ascii=True)),
+        "",
+    ]
+    if view.amount is not None:
+        lines.append(
+            f"You approve spending: {view.amount} "
+            f"(read by the gateway from the arguments at {_safe(view.amount_pointer or '')!r})"
+        )
+    else:
+        lines.append("You approve spending: no amount is named in this call")
+    if view.price is not None:
+        lines.append(f"Price: at most {view.price}, paid to {_safe(view.pay_to or '')}")
+    lines.append(f"Good for one call, within {view.valid_seconds:,} s of the decision")
+    lines.append(f"Decide by: {format_time(view.decide_by)} (UTC)")
+    if view.tool_description is not None:
+        lines.extend(["", TOOL_TEXT_LABEL, *_barred(view.tool_description)])
+    if view.agent_text is not None:
+        lines.extend(["", AGENT_TEXT_LABEL, *_barred(view.agent_text)])
     return "\n".join(lines) + "\n"
 
 

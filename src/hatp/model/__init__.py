@@ -6,6 +6,18 @@ This package imports nothing above it, so an auditor can use it alone.
 from hatp.model._base import Digest, Kid, WireModel, WireTime
 from hatp.model.address import MAX_QUORUM, Address, AddressKind, parse_address
 from hatp.model.amounts import RequiredAmount, recheck_plan, required_amounts
+from hatp.model.call import (
+    APPROVAL_ID_PATTERN,
+    CALL_GROUP,
+    CallApproval,
+    CallRequest,
+    CallRequirement,
+    CallTerms,
+    PriceCap,
+    ToolCall,
+    owed,
+    read_amount,
+)
 from hatp.model.card import (
     WELL_KNOWN_PATH,
     Authority,
@@ -63,7 +75,9 @@ from hatp.model.txn import (
 
 __all__ = [
     "ABSENT",
+    "APPROVAL_ID_PATTERN",
     "ASK_ID_PATTERN",
+    "CALL_GROUP",
     "COMMIT_ORDER",
     "MAX_QUORUM",
     "SEAL_EVENT",
@@ -81,6 +95,10 @@ __all__ = [
     "Branch",
     "BranchState",
     "BranchStatus",
+    "CallApproval",
+    "CallRequest",
+    "CallRequirement",
+    "CallTerms",
     "Capacity",
     "CardKey",
     "Channel",
@@ -100,6 +118,7 @@ __all__ = [
     "Plan",
     "Preconditions",
     "PrepareReceipt",
+    "PriceCap",
     "PublicJwk",
     "Question",
     "QuestionType",
@@ -113,6 +132,7 @@ __all__ = [
     "Sla",
     "Status",
     "Tier",
+    "ToolCall",
     "TransactionRecord",
     "TxnEvent",
     "TxnState",
@@ -122,10 +142,12 @@ __all__ = [
     "WellKnown",
     "WireModel",
     "WireTime",
+    "owed",
     "parse_address",
     "parse_card",
     "parse_card_body",
     "parse_plan",
+    "read_amount",
     "recheck_plan",
     "required_amounts",
 ]

@@ -15,6 +15,7 @@ way in except the order of query members and an explicit ``quorum=1-of-1``;
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from enum import StrEnum
@@ -88,7 +89,16 @@ def parse_address(text: object) -> Address:
         AddressInvalid: ``data.reason`` names what is wrong (a key of
             :data:`hatp.errors.ADDRESS_REASONS`), ``data.address`` the text.
     """
-    if not isinstance(text, str) or not 0 < len(text) <= _MAX_LENGTH:
+    if isinstance(text, str):
+        return _parse_text(text)
+    raise _refuse("NOT_TEXT", f"an address is a string of 1 to {_MAX_LENGTH} characters", text)
+
+
+# Every card, vote and approval names the same few people again and again; an
+# Address is immutable, so each distinct text is parsed once (refusals are not cached).
+@functools.lru_cache(maxsize=4096)
+def _parse_text(text: str) -> Address:
+    if not 0 < len(text) <= _MAX_LENGTH:
         raise _refuse("NOT_TEXT", f"an address is a string of 1 to {_MAX_LENGTH} characters", text)
     if any(c.isspace() or not c.isprintable() for c in text):
         raise _refuse("WHITESPACE", "remove whitespace and control characters", text)

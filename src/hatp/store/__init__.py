@@ -2,8 +2,10 @@
 
 :func:`open_store` opens a SQLite file or a PostgreSQL database. On top of
 it, :class:`DecisionLog` is the coordinator's log of transactions and their
-record events, :class:`BranchStore` a participant's state per branch, and
-:class:`AskStore` the Human Gateway's pending asks.
+record events, :class:`BranchStore` a participant's state per branch,
+:class:`AskStore` the Human Gateway's pending asks, and
+:class:`UsedApprovals` the call approvals a tool server has used (each runs
+its call once).
 The durability rules are in ``docs/spec.md`` ([STORE-DURABLE] and after).
 """
 
@@ -12,6 +14,7 @@ from hatp.store._branches import BranchRow, BranchStore
 from hatp.store._engine import Store, open_store
 from hatp.store._log import DecisionLog, TxnRow
 from hatp.store._schema import from_ms, to_ms
+from hatp.store._used import UsedApproval, UsedApprovals, UseOutcome
 
 __all__ = [
     "AskKind",
@@ -23,6 +26,9 @@ __all__ = [
     "DecisionLog",
     "Store",
     "TxnRow",
+    "UseOutcome",
+    "UsedApproval",
+    "UsedApprovals",
     "from_ms",
     "open_store",
     "to_ms",

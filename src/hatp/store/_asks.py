@@ -30,6 +30,7 @@ class AskKind(StrEnum):
 
     APPROVAL = "approval"
     QUESTION = "question"
+    CALL = "call"
 
 
 class AskState(StrEnum):

@@ -94,6 +94,24 @@ ask = sa.Table(
     sa.Index("ix_hatp_ask_due", "state", "next_due"),
 )
 
+#: A tool server's call approvals that were used, one row each, so each runs its call once.
+used_approval = sa.Table(
+    "hatp_used_approval",
+    metadata,
+    sa.Column("approval_id", sa.Text, primary_key=True),
+    sa.Column("server", sa.Text, nullable=False),  # the server, tool and call digest the
+    sa.Column("tool", sa.Text, nullable=False),  # first claim named; a later claim never
+    sa.Column("call_digest", sa.Text, nullable=False),  # changes them
+    sa.Column("used_at", sa.BigInteger, nullable=False),
+    sa.Column("expires_at", sa.BigInteger, nullable=False),  # the approval's own expiry
+    sa.Column("outcome", sa.Text, nullable=True),  # a UseOutcome value, once the call ended
+    sa.Column("detail", sa.Text, nullable=True),
+    sa.Column("finished_at", sa.BigInteger, nullable=True),
+    # Every gated call writes one row here, and its commit is on the call's path: one
+    # b-tree (no rowid table, no index) keeps it one page. prune() scans, and runs rarely.
+    sqlite_with_rowid=False,
+)
+
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MS = timedelta(milliseconds=1)
 

@@ -1,0 +1,13 @@
+"""The approval gate: a tool server runs a risky tool only with an approval for the exact call.
+
+A server declares its :class:`GatedTool` s and builds an :class:`ApprovalGate`
+over the gateways and directories it trusts and a durable
+:class:`~hatp.store.UsedApprovals`. A call without an approval is refused
+with ``APPROVAL_REQUIRED`` and what to ask for; an approval is checked
+against the call the server itself sees (docs/spec.md §20) and works once.
+"""
+
+from hatp.gate._gate import ApprovalGate, CheckedApproval
+from hatp.gate._tools import GatedTool, Price, Requester
+
+__all__ = ["ApprovalGate", "CheckedApproval", "GatedTool", "Price", "Requester"]
