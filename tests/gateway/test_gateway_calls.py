@@ -477,8 +477,13 @@ def test_a_call_ask_takes_votes_not_answers(world: World) -> None:
         with pytest.raises(AskUnknown):
             await w.gateway.poll_call("ask-does-not-exist")
         group = await w.gateway.ask(request())
-        with pytest.raises(AskUnknown):
+        with pytest.raises(AskUnknown) as info:
             await w.gateway.poll_call(group["askId"])
+        assert info.value.message.endswith("poll it with poll")
+        for wrong in (w.gateway.poll, w.gateway.poll_question):
+            with pytest.raises(AskUnknown) as info:
+                await wrong(pending["askId"])
+            assert "poll it with poll_call" in info.value.message
 
     run(world, body)
 

@@ -160,10 +160,10 @@ class HumanGateway:
         (or at the ask's next SLA or deadline), not at once.
 
         Raises:
-            AskUnknown: no such ask.
+            AskUnknown: no such ask, or it is not an approval group's.
             StoreUnavailable: the store failed.
         """
-        return _approval_result(await self._poll(ask_id, wait_seconds))
+        return _approval_result(_of_kind(await self._poll(ask_id, wait_seconds), AskKind.APPROVAL))
 
     async def withdraw(self, ask_id: str, reason: str) -> None:
         """Withdraw an ask nobody needs any more from everyone asked. Idempotent; a
@@ -252,14 +252,7 @@ class HumanGateway:
             AskUnknown: no such ask, or it is not about a tool call.
             StoreUnavailable: the store failed.
         """
-        row = await self._poll(ask_id, wait_seconds)
-        if row.kind is not AskKind.CALL:
-            raise AskUnknown(
-                f"ask {ask_id} is not about a tool call; poll an approval group's ask with "
-                "poll, a question's with poll_question",
-                ask_id=ask_id,
-            )
-        return _approval_result(row)
+        return _approval_result(_of_kind(await self._poll(ask_id, wait_seconds), AskKind.CALL))
 
     # -- the channels' side ---------------------------------------------
 
@@ -375,10 +368,10 @@ class HumanGateway:
 
         Raises:
             AskWithdrawn: the question closed unanswered (deadline, or withdrawn).
-            AskUnknown: no such ask.
+            AskUnknown: no such ask, or it is not a question.
             StoreUnavailable: the store failed.
         """
-        return _question_result(await self._poll(ask_id, wait_seconds))
+        return _question_result(_of_kind(await self._poll(ask_id, wait_seconds), AskKind.QUESTION))
 
     # -- time ------------------------------------------------------------
 
@@ -618,6 +611,24 @@ def _people(resolution: Resolution) -> list[dict[str, Any]]:
         {"id": e.id, "status": "excluded", "rule": e.rule.value, "detail": e.detail}
         for e in resolution.excluded
     ]
+
+
+#: Which method polls which kind of ask.
+_POLLED_WITH = {
+    AskKind.APPROVAL: "poll",
+    AskKind.CALL: "poll_call",
+    AskKind.QUESTION: "poll_question",
+}
+
+
+def _of_kind(row: AskRow, kind: AskKind) -> AskRow:
+    if row.kind is not kind:
+        raise AskUnknown(
+            f"ask {row.ask_id} is a {row.kind.value} ask, not a {kind.value} ask; poll it "
+            f"with {_POLLED_WITH[row.kind]}",
+            ask_id=row.ask_id,
+        )
+    return row
 
 
 def _tick(row: AskRow, work: AskDoc) -> None:
