@@ -19,6 +19,7 @@ MCP JSON-RPC error.
     ├── OutcomeConflict        OUTCOME_CONFLICT    (flagged, never silently flipped)
     ├── NotPrepared            NOT_PREPARED
     ├── HoldExpired            HOLD_EXPIRED
+    ├── NotRenewable           NOT_RENEWABLE       (data.tier: a dry run has no lease)
     ├── UndoInvalid            UNDO_INVALID
     ├── ParticipantUnavailable PARTICIPANT_UNAVAILABLE (no answer: not a failure)
     ├── TransactionUnknown     TXN_UNKNOWN
@@ -62,6 +63,7 @@ __all__ = [
     "KeyInvalid",
     "KeyringInvalid",
     "NotPrepared",
+    "NotRenewable",
     "OutcomeConflict",
     "ParticipantUnavailable",
     "PlanInvalid",
@@ -229,15 +231,22 @@ class OutcomeConflict(HatpError):
 
 
 class NotPrepared(HatpError):
-    """Commit or compensate of a branch that was never prepared here."""
+    """Commit, compensate or renew of a branch that was never prepared here."""
 
     code = "NOT_PREPARED"
 
 
 class HoldExpired(HatpError):
-    """A hold's lease ran out before its commit; the participant released it."""
+    """A hold's lease ran out before its commit or renewal; the participant released it."""
 
     code = "HOLD_EXPIRED"
+
+
+class NotRenewable(HatpError):
+    """A renew of a branch that holds nothing: a compensate- or final-tier dry run
+    has no lease to renew (``data.tier``); nothing was done."""
+
+    code = "NOT_RENEWABLE"
 
 
 class UndoInvalid(HatpError):

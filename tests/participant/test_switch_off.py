@@ -45,6 +45,12 @@ def _commit_after_lease(airline: ParticipantServer, clock: ManualClock) -> None:
     run(airline.commit("txn-1", "seat", 1, DIGEST, None))
 
 
+def _renew_after_lease(airline: ParticipantServer, clock: ManualClock) -> None:
+    run(airline.prepare(plan(), "seat", 1))
+    clock.advance(600)
+    run(airline.renew("txn-1", "seat", 1))
+
+
 def _changed_preconditions(airline: ParticipantServer, clock: ManualClock) -> None:
     run(airline.prepare(plan(), "event", 1))
     changed = Preconditions(versions={"calendar/mon-9": "9"}, scope="calendar.write")
@@ -68,6 +74,7 @@ CASES: dict[str, tuple[str, Case]] = {
     "tier-mismatch": ("PART-PLAN", _tier_mismatch),
     "understated-cost": ("PART-COST", _understated_cost),
     "commit-after-lease": ("PART-HOLD", _commit_after_lease),
+    "renew-after-lease": ("PART-RENEW", _renew_after_lease),
     "changed-preconditions": ("PART-PRECONDITION", _changed_preconditions),
     "wrong-undo-token": ("PART-UNDO", _wrong_undo_token),
     "commit-after-abort": ("PART-ORDER", _commit_after_abort),
@@ -86,8 +93,8 @@ def _refused(case: Case, airline: ParticipantServer, clock: ManualClock) -> bool
 def test_planted_participant_violation_is_refused(
     name: str, airline: ParticipantServer, clock: ManualClock
 ) -> None:
-    """[PART-FENCE] [PART-PLAN] [PART-COST] [PART-HOLD] [PART-PRECONDITION] [PART-UNDO]
-    [PART-ORDER]"""
+    """[PART-FENCE] [PART-PLAN] [PART-COST] [PART-HOLD] [PART-RENEW] [PART-PRECONDITION]
+    [PART-UNDO] [PART-ORDER]"""
     _, case = CASES[name]
     assert _refused(case, airline, clock)
 

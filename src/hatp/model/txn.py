@@ -27,6 +27,7 @@ __all__ = [
     "OutcomeReceipt",
     "Preconditions",
     "PrepareReceipt",
+    "RenewReceipt",
     "TxnEvent",
     "TxnState",
     "Vote",
@@ -111,6 +112,26 @@ class PrepareReceipt(WireModel):
         default=None, description="compensate and final: what the dry run saw"
     )
     cost: Amount | None = Field(default=None, description="what the participant will charge")
+    time: WireTime
+    signature: Signature
+
+
+class RenewReceipt(WireModel):
+    """A participant's signed word that a hold's lease was renewed (docs/spec.md §13).
+
+    ``leaseExpiresAt`` is the lease after the renewal: never earlier than
+    before, never past ``holdHorizon``, the horizon of the prepare receipt.
+    """
+
+    hatp_version: str
+    kind: Literal["renew"]
+    txn_id: str
+    branch_id: str
+    participant: str
+    plan_digest: Digest
+    fence: int = Field(ge=0)
+    lease_expires_at: WireTime = Field(description="when the hold ends unless committed or renewed")
+    hold_horizon: WireTime = Field(description="the latest the hold can last, renewals included")
     time: WireTime
     signature: Signature
 

@@ -19,8 +19,15 @@ from typing import Any, Literal
 from sqlalchemy import Connection
 
 from hatp import _checks
-from hatp.clock import format_time
-from hatp.errors import HoldExpired, NotPrepared, OutcomeConflict, PlanInvalid, UndoInvalid
+from hatp.clock import format_time, parse_time
+from hatp.errors import (
+    HoldExpired,
+    NotPrepared,
+    NotRenewable,
+    OutcomeConflict,
+    PlanInvalid,
+    UndoInvalid,
+)
 from hatp.evidence import SigningKey
 from hatp.model import Branch, BranchState, Plan, Preconditions, Tier, Vote, parse_plan
 from hatp.participant._operation import (
@@ -32,10 +39,10 @@ from hatp.participant._operation import (
     prepared_to_json,
 )
 from hatp.participant._receipts import Signer
-from hatp.participant._rules import check_preconditions, cost_problem, lease
+from hatp.participant._rules import check_preconditions, cost_problem, lease, renewed_lease
 from hatp.store import BranchRow, BranchStore
 
-Method = Literal["prepare", "commit", "abort", "compensate"]
+Method = Literal["prepare", "commit", "abort", "compensate", "renew"]
 Result = dict[str, Any] | HoldExpired
 Handler = Callable[["Call"], Result]
 
@@ -284,14 +291,7 @@ def _commit_prepared(call: Call) -> Result:
         and _checks.is_on("PART-HOLD")
     ):
         release_expired(call)
-        return HoldExpired(
-            f"the hold on branch {row.branch_id!r} of {row.txn_id!r} ended at "
-            f"{format_time(row.lease_expires_at)}; it was released, nothing was committed",
-            txn_id=row.txn_id,
-            branch_id=row.branch_id,
-            lease_expires_at=format_time(row.lease_expires_at),
-            now=format_time(call.now),
-        )
+        return hold_expired(call, format_time(row.lease_expires_at))
     operation, work = call.stored()
     where = {"txn_id": row.txn_id, "branch_id": row.branch_id}
     seen = work.prepared.preconditions if work.prepared else None
@@ -325,6 +325,27 @@ def release_expired(call: Call) -> dict[str, Any]:
     return receipt
 
 
+def hold_expired(call: Call, ended: str | None) -> HoldExpired:
+    """The refusal of a commit or renew whose hold was released when its lease ended."""
+    row = call.row
+    return HoldExpired(
+        f"the hold on branch {row.branch_id!r} of {row.txn_id!r} ended at {ended}; "
+        f"it was released, and this {call.request.method} did nothing",
+        txn_id=row.txn_id,
+        branch_id=row.branch_id,
+        lease_expires_at=ended,
+        now=format_time(call.now),
+    )
+
+
+def _released_at_expiry(call: Call) -> HoldExpired | None:
+    """For an aborted branch: the refusal to repeat if its hold was released as expired."""
+    effect = (call.row.outcome_receipt or {}).get("effect") or {}
+    if effect.get("reason") != EXPIRED:
+        return None
+    return hold_expired(call, effect.get("leaseExpiresAt"))
+
+
 def _commit_repeat(call: Call) -> Result:
     if call.request.plan_digest != call.row.plan_digest and _checks.is_on("PART-PLAN"):
         raise call.conflict(
@@ -338,17 +359,9 @@ def _commit_repeat(call: Call) -> Result:
 
 
 def _commit_after_abort(call: Call) -> Result:
-    receipt = call.row.outcome_receipt or {}
-    if (receipt.get("effect") or {}).get("reason") == EXPIRED:
-        ended = (receipt.get("effect") or {}).get("leaseExpiresAt")
-        raise HoldExpired(
-            f"the hold on branch {call.row.branch_id!r} of {call.row.txn_id!r} ended at "
-            f"{ended} and was released; nothing was committed",
-            txn_id=call.row.txn_id,
-            branch_id=call.row.branch_id,
-            lease_expires_at=ended,
-            now=format_time(call.now),
-        )
+    expired = _released_at_expiry(call)
+    if expired is not None:
+        raise expired
     # Aborted before prepare there is nothing to commit, switch or no switch.
     if call.row.plan is None or _checks.is_on("PART-ORDER"):
         raise call.conflict()
@@ -484,4 +497,73 @@ COMPENSATE: dict[BranchState, Handler] = {
     BranchState.ABORTED: _compensate_uncommitted,
     BranchState.COMMITTED: _compensate_committed,
     BranchState.COMPENSATED: _compensate_repeat,
+}
+
+
+# --- renew ---------------------------------------------------------------------------------
+
+
+def _renew_prepared(call: Call) -> Result:
+    row = call.row
+    if row.tier is not Tier.HOLD:
+        # A dry run placed nothing and has no lease: there is nothing to switch off.
+        tier = row.tier.value if row.tier else "unknown"
+        raise NotRenewable(
+            f"branch {row.branch_id!r} of {row.txn_id!r} is tier {tier}, a dry run that holds "
+            "nothing; only a hold-tier branch has a lease to renew. Nothing was done",
+            txn_id=row.txn_id,
+            branch_id=row.branch_id,
+            tier=tier,
+        )
+    current, horizon = _lease_of(call)
+    if current <= call.now and _checks.is_on("PART-RENEW"):
+        release_expired(call)  # an ended lease is never revived [PART-RENEW]
+        return hold_expired(call, format_time(current))
+    operation, work = call.stored()
+    asked = work.prepared.lease_seconds if work.prepared else None
+    ends = renewed_lease(operation, asked, call.now, current, horizon)
+    # Saved in the call's transaction: durable before the receipt leaves.
+    call.save(lease_expires_at=ends)
+    return call.signer().renew(str(row.plan_digest), ends, horizon)
+
+
+def _lease_of(call: Call) -> tuple[datetime, datetime]:
+    """A prepared hold's current ``leaseExpiresAt`` and its ``holdHorizon``."""
+    receipt = call.row.prepare_receipt or {}
+    horizon = receipt.get("holdHorizon")
+    current = call.row.lease_expires_at
+    if current is None or horizon is None:  # pragma: no cover - prepare stores both for a hold
+        raise call.not_prepared()
+    return current, parse_time(horizon)
+
+
+def _renew_after_abort(call: Call) -> Result:
+    expired = _released_at_expiry(call)
+    if expired is not None:
+        raise expired
+    raise call.conflict(rule="PART-RENEW")
+
+
+def _renew_refused(call: Call) -> Result:
+    raise call.conflict(
+        f"branch {call.row.branch_id!r} of {call.row.txn_id!r} voted no; it holds nothing to renew",
+        rule="PART-RENEW",
+    )
+
+
+def _renew_ended(call: Call) -> Result:
+    raise call.conflict(rule="PART-RENEW")
+
+
+def _renew_unknown(call: Call) -> Result:
+    raise call.not_prepared()
+
+
+RENEW: dict[BranchState, Handler] = {
+    BranchState.UNKNOWN: _renew_unknown,
+    BranchState.PREPARED: _renew_prepared,
+    BranchState.REFUSED: _renew_refused,
+    BranchState.COMMITTED: _renew_ended,
+    BranchState.ABORTED: _renew_after_abort,
+    BranchState.COMPENSATED: _renew_ended,
 }

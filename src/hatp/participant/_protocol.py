@@ -11,7 +11,7 @@ __all__ = ["Participant"]
 
 @runtime_checkable
 class Participant(Protocol):
-    """A participant as the coordinator sees it: five idempotent async calls.
+    """A participant as the coordinator sees it: six idempotent async calls.
 
     Every call is keyed by ``(txnId, branchId)`` and returns the same signed
     receipt when repeated [PART-IDEMPOTENT]. ``ParticipantServer`` implements
@@ -61,6 +61,14 @@ class Participant(Protocol):
 
         Raises:
             NotPrepared, OutcomeConflict, UndoInvalid, StaleFence.
+        """
+        ...
+
+    async def renew(self, txn_id: str, branch_id: str, fence: int) -> dict[str, Any]:
+        """Extend a prepared hold's lease, up to its horizon; return the signed RenewReceipt.
+
+        Raises:
+            HoldExpired, NotRenewable, NotPrepared, OutcomeConflict, StaleFence.
         """
         ...
 

@@ -19,6 +19,7 @@ from hatp.model import (
     OutcomeReceipt,
     Preconditions,
     PrepareReceipt,
+    RenewReceipt,
     Tier,
     Vote,
 )
@@ -73,6 +74,20 @@ class Signer:
         }
         signed = sign(body, self.key)
         PrepareReceipt.model_validate(signed)
+        return signed
+
+    def renew(
+        self, plan_digest: str, lease_expires_at: datetime, hold_horizon: datetime
+    ) -> dict[str, Any]:
+        """Return a signed RenewReceipt (its wire dict)."""
+        body = {
+            **self._head("renew", plan_digest),
+            "leaseExpiresAt": format_time(lease_expires_at),
+            "holdHorizon": format_time(hold_horizon),
+            "time": format_time(self.now),
+        }
+        signed = sign(body, self.key)
+        RenewReceipt.model_validate(signed)
         return signed
 
     def outcome(

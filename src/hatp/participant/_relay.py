@@ -58,5 +58,8 @@ class Relay:
             "compensate", lambda: self.inner.compensate(txn_id, branch_id, fence, undo_token)
         )
 
+    async def renew(self, txn_id: str, branch_id: str, fence: int) -> dict[str, Any]:
+        return await self.relay("renew", lambda: self.inner.renew(txn_id, branch_id, fence))
+
     async def status(self, txn_id: str, branch_id: str) -> BranchStatus:
         return await self.relay("status", lambda: self.inner.status(txn_id, branch_id))

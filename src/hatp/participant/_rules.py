@@ -98,8 +98,28 @@ def lease(operation: Operation, asked: float | None, now: datetime) -> tuple[dat
     exactly what the receipt says.
     """
     horizon = _wire(now + timedelta(seconds=operation.max_hold_seconds))
+    return min(_wire(now + _lease_length(operation, asked)), horizon), horizon
+
+
+def renewed_lease(
+    operation: Operation,
+    asked: float | None,
+    now: datetime,
+    current: datetime,
+    horizon: datetime,
+) -> datetime:
+    """Return a hold's ``leaseExpiresAt`` after a renewal at ``now`` [PART-RENEW].
+
+    The lease runs again for as long as prepare granted it (``asked``, the
+    lease the operation asked for then, capped at its longest lease), but
+    never past the horizon and never earlier than ``current``.
+    """
+    return max(current, min(_wire(now + _lease_length(operation, asked)), horizon))
+
+
+def _lease_length(operation: Operation, asked: float | None) -> timedelta:
     seconds = min(asked or operation.max_lease_seconds, operation.max_lease_seconds)
-    return min(_wire(now + timedelta(seconds=seconds)), horizon), horizon
+    return timedelta(seconds=seconds)
 
 
 def _wire(moment: datetime) -> datetime:

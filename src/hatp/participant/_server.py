@@ -118,6 +118,27 @@ class ParticipantServer:
         request = handlers.Request("compensate", undo_token=undo_token)
         return await self._call(txn_id, branch_id, fence, request, handlers.COMPENSATE)
 
+    async def renew(self, txn_id: str, branch_id: str, fence: int) -> dict[str, Any]:
+        """Extend a prepared hold's lease while the decision is awaited [PART-RENEW].
+
+        The lease runs again for as long as prepare granted it, from now, but
+        never past the hold's horizon and never earlier than it was; the new
+        lease is stored before the receipt is returned.
+
+        Returns:
+            The signed RenewReceipt with the new ``leaseExpiresAt`` (equal to
+            ``holdHorizon`` once the horizon is reached: a renewal changes nothing then).
+
+        Raises:
+            HoldExpired: the lease had already ended; the hold was released.
+            NotRenewable: the branch is a compensate- or final-tier dry run.
+            NotPrepared: never prepared here.
+            OutcomeConflict: voted no, committed, aborted or compensated; flagged.
+            StaleFence: [PART-FENCE].
+        """
+        request = handlers.Request("renew")
+        return await self._call(txn_id, branch_id, fence, request, handlers.RENEW)
+
     async def status(self, txn_id: str, branch_id: str) -> BranchStatus:
         """Return the branch's state, highest fence, last receipt and flags; changes nothing."""
         row = await asyncio.to_thread(self._branches.get, self._id, txn_id, branch_id)
