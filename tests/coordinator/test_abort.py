@@ -13,16 +13,22 @@ from coordinator.trips import (
     ALL_NONE,
     APPROVER,
     REJECT,
+    RENEW_AT,
     ForgeApproval,
+    Late,
+    NoRenew,
     ScriptedAnswer,
     Trip,
     approve_after,
     events,
     failed_findings,
     past_deadline,
+    sleepers,
 )
-from hatp.clock import format_time
+from hatp.clock import format_time, parse_time
+from hatp.coordinator import Outcome
 from hatp.demo import AIRLINE, HOTEL, PAYMENTS
+from hatp.demo._airline import BookSeat
 from hatp.errors import PlanInvalid
 from hatp.model import ApprovalDecision, Decision, TxnState
 
@@ -158,13 +164,98 @@ def test_an_approval_dated_after_decide_by_does_not_count_COORD_DEADLINE(trip: T
 
 
 def test_a_hold_whose_lease_ended_before_the_decision_aborts_COORD_LEASE(trip: Trip) -> None:
-    """[COORD-LEASE] approval after 25 minutes; the seat was held for 20: ABORTED, seat named."""
+    """[COORD-LEASE] approval after 25 minutes; the seat's renewals were lost, so it was held
+    for 20: ABORTED, seat named."""
     plan = trip.plan(decide_in=40 * 60)
-    outcome = asyncio.run(approve_after(trip, plan, 25 * 60))
+    lost = {AIRLINE: NoRenew(trip.links[AIRLINE])}
+    outcome = asyncio.run(
+        approve_after(trip, plan, 25 * 60, links=lost, renewals=1, keepers_after=1)
+    )
     assert outcome.state is TxnState.ABORTED
     (seat,) = [e for e in events(outcome.record, "txn.prepared") if e["body"]["branchId"] == "seat"]
     lease = seat["body"]["receipt"]["leaseExpiresAt"]
     assert outcome.reason == f"seat: the hold's lease ended at {lease} before the decision"
+    assert [e["body"]["branchId"] for e in events(outcome.record, "txn.renewed")] == ["room"]
     assert events(outcome.record, "txn.approval")[0]["body"]["problem"] is None
+    assert trip.world.effects(outcome.txn_id) == ALL_NONE
+    assert failed_findings(outcome, trip.world) == []
+
+
+def test_a_decision_past_the_holds_horizon_aborts_at_approve_by_COORD_APPROVE_BY(
+    trip: Trip,
+) -> None:
+    """[COORD-APPROVE-BY] [COORD-WITHDRAW] decideBy is 40 minutes away but the holds end at
+    30: phase 1 ends at the horizon less the commit allowance, the ask is withdrawn."""
+    plan = trip.plan(decide_in=40 * 60)
+    slow = ScriptedAnswer(ApprovalDecision.APPROVE, APPROVER, after_seconds=35 * 60)
+
+    async def drive() -> Outcome:
+        task = asyncio.create_task(trip.coordinator(slow).run(plan))
+        await trip.votes.wait(plan["txnId"], len(plan["branches"]))
+        await sleepers(trip.clock, 6)  # lease keeper, deadline, poll, approver, 2 hold keepers
+        trip.clock.advance(RENEW_AT)
+        await trip.renewals.wait(plan["txnId"], 2)
+        await sleepers(trip.clock, 4, exactly=True)
+        trip.clock.advance(30 * 60 - 5 - RENEW_AT)  # to approveBy, not a second later
+        return await task
+
+    outcome = asyncio.run(drive())
+    assert outcome.state is TxnState.ABORTED
+    (deadline,) = events(outcome.record, "txn.deadline")
+    (seat,) = [e for e in events(outcome.record, "txn.prepared") if e["body"]["branchId"] == "seat"]
+    horizon = seat["body"]["receipt"]["holdHorizon"]
+    approve_by = format_time(parse_time(horizon) - timedelta(seconds=5))
+    assert deadline["body"]["approveBy"] == approve_by
+    assert deadline["body"]["basis"] in {"seat", "room"}
+    assert outcome.reason.startswith(f"the approval deadline approveBy {approve_by} passed")
+    (approval,) = events(outcome.record, "txn.approval")
+    withdrawn = approval["body"]["approval"]
+    assert (withdrawn["decision"], withdrawn["withdrawn"]) == ("reject", True)
+    assert trip.world.effects(outcome.txn_id) == ALL_NONE
+    assert failed_findings(outcome, trip.world) == []
+
+
+def test_a_hold_that_cannot_be_renewed_shrinks_approve_by_COORD_APPROVE_BY(
+    trip: Trip, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """[COORD-APPROVE-BY] [COORD-RENEW] the seat's lease is its whole 30-minute horizon, so
+    it is never renewed; approveBy is 29:55 in, inside a 40-minute decideBy."""
+    monkeypatch.setattr(BookSeat, "max_lease_seconds", BookSeat.max_hold_seconds)
+    plan = trip.plan(decide_in=40 * 60)
+    outcome = asyncio.run(approve_after(trip, plan, 25 * 60, keepers=1, renewals=1))
+    assert outcome.state is TxnState.COMMITTED
+    (seat,) = [e for e in events(outcome.record, "txn.prepared") if e["body"]["branchId"] == "seat"]
+    receipt = seat["body"]["receipt"]
+    assert receipt["leaseExpiresAt"] == receipt["holdHorizon"]
+    assert [e["body"]["branchId"] for e in events(outcome.record, "txn.renewed")] == ["room"]
+    deadlines = [e["body"] for e in events(outcome.record, "txn.deadline")]
+    approve_by = format_time(parse_time(receipt["holdHorizon"]) - timedelta(seconds=5))
+    assert deadlines[-1]["approveBy"] == approve_by
+    assert failed_findings(outcome, trip.world) == []
+
+
+def test_a_renewal_refused_with_hold_expired_aborts_COORD_RENEW(trip: Trip) -> None:
+    """[COORD-RENEW] the seat's renewal arrives 11 minutes late, after its lease ended: the
+    hold is lost, HOLD_EXPIRED; phase 1 ends at once, ABORTED, nothing kept."""
+    plan = trip.plan(decide_in=40 * 60)
+    slow = ScriptedAnswer(ApprovalDecision.APPROVE, APPROVER, after_seconds=25 * 60)
+    late = {AIRLINE: Late(trip.links[AIRLINE], trip.clock, 11 * 60, method="renew")}
+
+    async def drive() -> Outcome:
+        task = asyncio.create_task(trip.coordinator(slow, links=late).run(plan))
+        await trip.votes.wait(plan["txnId"], len(plan["branches"]))
+        await sleepers(trip.clock, 6)  # lease keeper, deadline, poll, approver, 2 hold keepers
+        trip.clock.advance(RENEW_AT)
+        return await task
+
+    outcome = asyncio.run(drive())
+    assert outcome.state is TxnState.ABORTED
+    # The room's renewal may go out before or after the clock jumps: then it is lost too.
+    branch, _, why = outcome.reason.partition(": ")
+    assert branch in {"seat", "room"}
+    assert why.startswith("the hold was lost: renewal refused: HOLD_EXPIRED")
+    assert "seat" not in {e["body"]["branchId"] for e in events(outcome.record, "txn.renewed")}
+    (approval,) = events(outcome.record, "txn.approval")
+    assert approval["body"]["approval"]["withdrawn"] is True
     assert trip.world.effects(outcome.txn_id) == ALL_NONE
     assert failed_findings(outcome, trip.world) == []

@@ -7,7 +7,15 @@ from typing import Any
 
 import pytest
 
-from coordinator.trips import ALL_WHOLE, Trip, committed_order, events, failed_findings
+from coordinator.trips import (
+    ALL_WHOLE,
+    Trip,
+    approve_after,
+    committed_order,
+    events,
+    failed_findings,
+    types,
+)
 from hatp.demo import AIRLINE, CALENDAR, COORDINATOR, PAYMENTS
 from hatp.errors import OutcomeConflict, PlanInvalid
 from hatp.evidence import digest
@@ -131,3 +139,22 @@ def test_the_final_step_also_finds_the_decision_logged_COORD_DURABLE(trip: Trip)
     trip.run(links={PAYMENTS: peek})
     ((decision, _, logged),) = peek.seen
     assert decision is Decision.COMMIT and "txn.decided" in logged
+
+
+def test_holds_are_renewed_while_the_approver_takes_25_minutes_COORD_RENEW(trip: Trip) -> None:
+    """[COORD-RENEW] [COORD-LEASE] 20-minute leases, a 30-minute horizon, an approval after
+    25 minutes: each hold is renewed once at half its lease, and the trip COMMITS."""
+    plan = trip.plan(decide_in=40 * 60)
+    outcome = asyncio.run(approve_after(trip, plan, 25 * 60))
+    assert outcome.state is TxnState.COMMITTED
+    assert trip.world.effects(outcome.txn_id) == ALL_WHOLE
+    renewed = {
+        e["body"]["branchId"]: e["body"]["receipt"] for e in events(outcome.record, "txn.renewed")
+    }
+    assert set(renewed) == {"seat", "room"}
+    for receipt in renewed.values():
+        assert receipt["kind"] == "renew"
+        assert receipt["leaseExpiresAt"] == receipt["holdHorizon"]
+    kinds = types(outcome.record)
+    assert kinds.index("txn.renewed") < kinds.index("txn.approval") < kinds.index("txn.decided")
+    assert failed_findings(outcome, trip.world) == []

@@ -119,7 +119,8 @@ def test_the_lease_is_renewed_while_the_human_decides_COORD_FENCE(trip: Trip) ->
         task = asyncio.create_task(trip.coordinator(slow).run(plan))
         await trip.votes.wait(plan["txnId"], 4)
         for _ in range(120):
-            await sleepers(trip.clock, 4)  # the lease keeper, decideBy, the poll, the approver
+            # the lease keeper, decideBy, the poll, the approver, a keeper per hold [COORD-RENEW]
+            await sleepers(trip.clock, 6)
             trip.clock.advance(5)
             assert trip.log.claimable(trip.clock.now()) == []
         return await task

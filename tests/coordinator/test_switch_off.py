@@ -21,6 +21,7 @@ from coordinator.trips import (
     Forge,
     ForgeApproval,
     Late,
+    NoRenew,
     Trip,
     approve_after,
     failed_findings,
@@ -92,7 +93,10 @@ def _stripped_evidence(trip: Trip) -> Outcome:
 
 
 def _lapsed_lease(trip: Trip) -> Outcome:
-    return asyncio.run(approve_after(trip, trip.plan(decide_in=40 * 60), 25 * 60))
+    """The seat's renewals are lost on the way: its 20-minute lease ends before the approval."""
+    lost = {AIRLINE: NoRenew(trip.links[AIRLINE])}
+    plan = trip.plan(decide_in=40 * 60)
+    return asyncio.run(approve_after(trip, plan, 25 * 60, links=lost, renewals=1, keepers_after=1))
 
 
 def _lapsed_before_final(trip: Trip) -> Outcome:
@@ -184,7 +188,7 @@ def test_without_the_lease_check_the_card_is_charged_for_a_lost_seat_COORD_LEASE
     assert outcome.reason.startswith("seat: ")
     assert trip.world.effects(outcome.txn_id) == {
         AIRLINE: "none",
-        HOTEL: "none",
+        HOTEL: "whole",  # renewed; only the seat's renewals were lost
         CALENDAR: "whole",
         PAYMENTS: "whole",
     }

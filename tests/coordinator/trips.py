@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 from hatp.clock import ManualClock
 from hatp.coordinator import ApprovalRequest, Coordinator, Gateway, Outcome
 from hatp.demo import PARTICIPANT_IDS, TripWorld, trip_plan
+from hatp.errors import ParticipantUnavailable
 from hatp.evidence import SigningKey, sign, verify_record
 from hatp.gateway import Notice, Responder, sign_vote
 from hatp.model import ApprovalDecision, Plan, Result
@@ -47,6 +48,8 @@ APPROVE = ScriptedAnswer(ApprovalDecision.APPROVE, APPROVER)
 REJECT = ScriptedAnswer(ApprovalDecision.REJECT, APPROVER)
 ALL_WHOLE = dict.fromkeys(PARTICIPANT_IDS, "whole")
 ALL_NONE = dict.fromkeys(PARTICIPANT_IDS, "none")
+#: Clock seconds into phase 1 at which the demo holds (20-minute leases) are renewed.
+RENEW_AT = 10 * 60
 #: Real seconds any one wait in a test may take before it fails.
 BOUND = 20.0
 
@@ -77,11 +80,18 @@ class Votes:
 
 
 class Tap(Relay):
-    """Counts each prepare answer (or failure) in ``votes``; changes nothing."""
+    """Counts each prepare answer (or failure) in ``votes``, each renew in ``renewals``."""
 
-    def __init__(self, inner: Participant, votes: Votes) -> None:
+    def __init__(self, inner: Participant, votes: Votes, renewals: Votes | None = None) -> None:
         super().__init__(inner)
         self._votes = votes
+        self._renewals = renewals or Votes()
+
+    async def renew(self, txn_id: str, branch_id: str, fence: int) -> dict[str, Any]:
+        try:
+            return await super().renew(txn_id, branch_id, fence)
+        finally:
+            self._renewals.add(txn_id)
 
     async def prepare(self, plan: Plan, branch_id: str, fence: int) -> dict[str, Any]:
         try:
@@ -109,16 +119,32 @@ class Forge(Relay):
         return sign({**unsigned, **self._changes}, self._key)
 
 
-class Late(Relay):
-    """Moves the clock ``seconds`` on before the first commit goes through (a slow network)."""
+class NoRenew(Relay):
+    """A link that loses every renew on the way there: the hold keeps its first lease."""
 
-    def __init__(self, inner: Participant, clock: ManualClock, seconds: float) -> None:
+    async def relay(self, method: str, call: Callable[[], Awaitable[T]]) -> T:
+        if method == "renew":
+            raise ParticipantUnavailable(
+                f"the renew to {self.participant_id} was lost on the way",
+                participant=self.participant_id,
+            )
+        return await call()
+
+
+class Late(Relay):
+    """Moves the clock ``seconds`` on before the first ``method`` call goes through (a slow
+    network); ``method`` is ``commit`` unless told."""
+
+    def __init__(
+        self, inner: Participant, clock: ManualClock, seconds: float, method: str = "commit"
+    ) -> None:
         super().__init__(inner)
         self._clock = clock
         self._seconds = seconds
+        self._method = method
 
     async def relay(self, method: str, call: Callable[[], Awaitable[T]]) -> T:
-        if method == "commit" and self._seconds:
+        if method == self._method and self._seconds:
             self._clock.advance(self._seconds)
             self._seconds = 0.0
         return await call()
@@ -225,8 +251,10 @@ class Trip:
         self.log = log
         self.clock = clock
         self.votes = Votes()
+        self.renewals = Votes()
         self.links: dict[str, Participant] = {
-            pid: Tap(server, self.votes) for pid, server in world.participants.items()
+            pid: Tap(server, self.votes, self.renewals)
+            for pid, server in world.participants.items()
         }
         self._txns = itertools.count(1)
         self._seats = (f"{row}{letter}" for row in range(4, 31) for letter in "ABCDEF")
@@ -274,10 +302,13 @@ class Trip:
         return [line.kind for line in self.world.ledger(participant) if line.txn_id == txn_id]
 
 
-async def sleepers(clock: ManualClock, at_least: int, tries: int = 1000) -> None:
-    """Let the event loop run until ``at_least`` coroutines wait on ``clock``."""
+async def sleepers(
+    clock: ManualClock, at_least: int, tries: int = 1000, *, exactly: bool = False
+) -> None:
+    """Let the event loop run until ``at_least`` (or ``exactly`` so many) coroutines wait on
+    ``clock``."""
     for _ in range(tries):
-        if clock.sleepers >= at_least:
+        if clock.sleepers == at_least or (clock.sleepers > at_least and not exactly):
             return
         await asyncio.sleep(0)
     raise AssertionError(f"{clock.sleepers} sleepers on the clock, expected {at_least}")
@@ -296,13 +327,32 @@ async def past_deadline(trip: Trip, plan: dict[str, Any], answer: ScriptedAnswer
     return await task
 
 
-async def approve_after(trip: Trip, plan: dict[str, Any], seconds: float) -> Outcome:
-    """Run ``plan`` with an approver who takes ``seconds`` on the clock to approve."""
+async def approve_after(
+    trip: Trip,
+    plan: dict[str, Any],
+    seconds: float,
+    *,
+    links: Mapping[str, Participant] | None = None,
+    keepers: int = 2,
+    renewals: int = 2,
+    keepers_after: int = 0,
+) -> Outcome:
+    """Run ``plan`` with an approver who takes ``seconds`` on the clock to approve.
+
+    The clock stops at 10 minutes, half the holds' 20-minute lease, until
+    ``renewals`` renewals reached the participants' taps and ``keepers_after``
+    hold keepers sleep again; then it moves on to ``seconds``. ``keepers``
+    is how many holds the coordinator keeps from the start [COORD-RENEW].
+    """
     slow = ScriptedAnswer(ApprovalDecision.APPROVE, APPROVER, after_seconds=seconds)
-    task = asyncio.create_task(trip.coordinator(slow).run(plan))
+    task = asyncio.create_task(trip.coordinator(slow, links=links).run(plan))
     await trip.votes.wait(plan["txnId"], len(plan["branches"]))
-    await sleepers(trip.clock, 4)  # the lease keeper, decideBy, the poll, the approver
-    trip.clock.advance(seconds)
+    # the lease keeper, the deadline, the poll, the approver, and a keeper per renewable hold
+    await sleepers(trip.clock, 4 + keepers)
+    trip.clock.advance(RENEW_AT)
+    await trip.renewals.wait(plan["txnId"], renewals)
+    await sleepers(trip.clock, 4 + keepers_after, exactly=True)
+    trip.clock.advance(seconds - RENEW_AT)
     return await task
 
 

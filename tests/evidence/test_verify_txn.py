@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,7 @@ import pytest
 from hatp._checks import unsafe_switched_off
 from hatp.clock import format_time
 from hatp.evidence import CHAIN_RULES, TXN_RULES, RecordWriter, digest, sign, verify_record
-from hatp.model import Result
+from hatp.model import RenewReceipt, Result
 from txn_records import (
     AIRLINE,
     BRANCHES,
@@ -229,6 +230,46 @@ def test_receipt_signed_by_another_participant_fails_TXN_SIGNER() -> None:
     b.phase2("txn.committed", "flight", b.outcome_receipt("flight", "commit", by=HOTEL))
     (finding,) = only("TXN-SIGNER", b.committed("hotel").outcome("committed").sealed())
     assert finding.event == 9 and AIRLINE in finding.detail
+
+
+def _renewed(b: TxnBuilder, branch_id: str, *, by: str | None = None, **change: Any) -> None:
+    """A RenewReceipt for a hold, signed by its participant (or ``by``), as ``txn.renewed``."""
+    receipt = {
+        **b._head("renew", branch_id, b.plan_digest),
+        "leaseExpiresAt": format_time(START + timedelta(minutes=30)),
+        "holdHorizon": format_time(START + timedelta(minutes=30)),
+        "time": b.now(),
+        **change,
+    }
+    signed = b._signed(receipt, by or BRANCHES[branch_id][0], RenewReceipt)
+    b.event("txn.renewed", branchId=branch_id, receipt=signed)
+
+
+def test_renewals_in_the_record_verify_TXN_SIGNER_COORD_RENEW() -> None:
+    """[TXN-SIGNER] [COORD-RENEW] a txn.renewed receipt is checked like a prepare receipt."""
+    b = TxnBuilder().voted(approval=None)
+    _renewed(b, "flight")
+    _renewed(b, "hotel")
+    b.approved().decided("commit").committed(*COMMIT_ORDER).outcome("committed")
+    assert failures(b.sealed()) == {}
+
+
+def test_renewal_signed_by_another_participant_fails_TXN_SIGNER() -> None:
+    """[TXN-SIGNER] The hotel signs a renewal of the airline's hold."""
+    b = TxnBuilder().voted(approval=None)
+    _renewed(b, "flight", by=HOTEL)
+    b.approved().decided("commit").committed(*COMMIT_ORDER).outcome("committed")
+    (finding,) = only("TXN-SIGNER", b.sealed())
+    assert finding.event == 5 and AIRLINE in finding.detail
+
+
+def test_renewal_for_another_plan_fails_TXN_DIGEST() -> None:
+    """[TXN-DIGEST] A renewal names another plan."""
+    b = TxnBuilder().voted(approval=None)
+    _renewed(b, "flight", planDigest=digest({"another": "plan"}))
+    b.approved().decided("commit").committed(*COMMIT_ORDER).outcome("committed")
+    (finding,) = only("TXN-DIGEST", b.sealed())
+    assert finding.event == 5
 
 
 def test_receipt_naming_another_participant_fails_TXN_SIGNER() -> None:

@@ -1,9 +1,11 @@
 """The two-phase-commit coordinator.
 
 Phase 1 prepares every branch and asks every approval group at once; any no,
-rejection, problem or a missed ``decideBy`` decides abort. The decision, with
-every vote and approval it rests on, is durable in the decision log before
-phase 2 starts. Phase 2 commits the compensate steps, then the one final
+rejection, problem or a missed deadline decides abort. While it waits, the
+prepared holds are renewed, and the deadline is ``decideBy`` shrunk to fit
+inside the holds (``approveBy``, see :mod:`hatp.coordinator._holds`). The
+decision, with every vote and approval it rests on, is durable in the
+decision log before phase 2 starts. Phase 2 commits the compensate steps, then the one final
 step, then the holds. A refused compensate or final commit unwinds: undo what
 ran, release the rest, ABORTED. No answer from a commit is not a failure:
 the transaction is IN_DOUBT and the idempotent commit is retried.
@@ -29,8 +31,9 @@ from typing import Any
 
 from hatp import _checks
 from hatp._faults import fault_point
-from hatp.clock import Clock, parse_time
+from hatp.clock import Clock, format_time, parse_time
 from hatp.coordinator._gateway import ApprovalRequest, Gateway
+from hatp.coordinator._holds import HoldKeeper, approve_by, deadline_body
 from hatp.coordinator._phase2 import Phase2
 from hatp.coordinator._txn import TxnRun
 from hatp.coordinator._vetting import vet_approval, vet_pending, vet_prepare
@@ -41,6 +44,7 @@ from hatp.model import (
     Branch,
     Decision,
     Plan,
+    Tier,
     TxnEvent,
     TxnState,
     parse_plan,
@@ -94,6 +98,8 @@ class Coordinator:
         max_attempts: attempts per phase-2 call before leaving the transaction open.
         poll_seconds: how long one poll of a pending ask waits on the gateway
             (it returns early when the ask is decided).
+        commit_allowance: seconds kept between the approval deadline and the
+            first hold's horizon, for phase 2 to commit in [COORD-APPROVE-BY].
     """
 
     def __init__(
@@ -112,6 +118,7 @@ class Coordinator:
         retry_delay: float = 0.05,
         max_attempts: int = 20,
         poll_seconds: float = 30.0,
+        commit_allowance: float = 5.0,
     ) -> None:
         self.coordinator_id = coordinator_id
         self.owner = owner or f"{socket.gethostname()}/{os.getpid()}/{uuid.uuid4().hex[:8]}"
@@ -124,6 +131,14 @@ class Coordinator:
         self._lease = lease_seconds
         self._timeout = call_timeout
         self._poll = poll_seconds
+        self._allowance = commit_allowance
+        self._holds = HoldKeeper(
+            key=key,
+            participants=self._participants,
+            keyring=keyring,
+            clock=clock,
+            call_timeout=call_timeout,
+        )
         self._phase2 = Phase2(
             key=key,
             log=log,
@@ -281,8 +296,13 @@ class Coordinator:
         fault_point("log.decided")
 
     async def _phase1(self, run: TxnRun) -> str | None:
-        """Prepare every branch and ask every group at once; return the first problem."""
-        decide_by = parse_time(run.plan.deadlines.decide_by)
+        """Prepare every branch and ask every group at once; return the first problem.
+
+        Each prepared hold is renewed while the approvals are awaited
+        [COORD-RENEW], and phase 1 ends at the approval deadline, which
+        shrinks to fit inside the holds [COORD-APPROVE-BY].
+        """
+        decide_by = run.approve_by = parse_time(run.plan.deadlines.decide_by)
         jobs: dict[asyncio.Task[str | None], tuple[TxnEvent, str]] = {}
         for branch in run.plan.branches:
             jobs[asyncio.create_task(self._prepare(run, branch))] = (
@@ -294,19 +314,22 @@ class Coordinator:
                 TxnEvent.APPROVAL,
                 group.group_id,
             )
+        keepers: dict[asyncio.Task[str | None], str] = {}
         deadline: asyncio.Task[Any] = asyncio.create_task(self._clock.sleep_until(decide_by))
         pending: set[asyncio.Task[Any]] = set(jobs)
         problem: str | None = None
         try:
-            while pending and problem is None:
+            while pending - set(keepers) and problem is None:
                 done, _ = await asyncio.wait(
                     pending | {deadline}, return_when=asyncio.FIRST_COMPLETED
                 )
                 pending -= done
-                problem = next((t.result() for t in done if t in jobs and t.result()), None)
-                if deadline in done and problem is None:
+                problem = next((t.result() for t in done if t is not deadline and t.result()), None)
+                if problem is None and self._keep_holds(run, done, jobs, keepers, pending):
+                    deadline = self._shrink_deadline(run, decide_by, deadline)
+                if deadline.done() and problem is None:
                     if _checks.is_on("COORD-DEADLINE"):
-                        problem = f"the deadline decideBy {run.plan.deadlines.decide_by} passed"
+                        problem = self._deadline_passed(run, decide_by)
                     else:  # the naive coordinator: keep waiting, however long it takes
                         deadline = asyncio.create_task(asyncio.Event().wait())
         finally:
@@ -315,12 +338,58 @@ class Coordinator:
                 task.cancel()
             await asyncio.gather(*pending, deadline, return_exceptions=True)
         for task in pending:
+            if task in keepers:
+                continue
             event, name = jobs[task]
             if event is TxnEvent.APPROVAL and name in run.asks:
-                await self._close_ask(run, name, decide_by, problem or "")
+                await self._close_ask(run, name, run.approve_by, problem or "")
             else:
                 self._note_unanswered(run, event, name, problem or "")
         return problem
+
+    def _keep_holds(
+        self,
+        run: TxnRun,
+        done: set[asyncio.Task[Any]],
+        jobs: dict[asyncio.Task[str | None], tuple[TxnEvent, str]],
+        keepers: dict[asyncio.Task[str | None], str],
+        pending: set[asyncio.Task[Any]],
+    ) -> bool:
+        """Start renewing each hold just prepared [COORD-RENEW]; return whether any was."""
+        started = False
+        for task in done:
+            event, name = jobs.get(task, (None, ""))
+            branch = next((b for b in run.plan.branches if b.branch_id == name), None)
+            if event is not TxnEvent.PREPARED or branch is None or branch.tier is not Tier.HOLD:
+                continue
+            if name in run.prepares:
+                keeper = asyncio.create_task(self._holds.keep(run, branch))
+                keepers[keeper] = name
+                pending.add(keeper)
+                started = True
+        return started
+
+    def _shrink_deadline(
+        self, run: TxnRun, decide_by: datetime, deadline: asyncio.Task[Any]
+    ) -> asyncio.Task[Any]:
+        """Move the approval deadline earlier if a new hold ends sooner [COORD-APPROVE-BY]."""
+        if not _checks.is_on("COORD-DEADLINE"):  # the naive coordinator waits, however long
+            return deadline
+        moment, basis = approve_by(run, decide_by, self._allowance)
+        if moment >= run.approve_by or deadline.done():
+            return deadline
+        run.approve_by = moment
+        run.note(self._key, TxnEvent.DEADLINE, **deadline_body(moment, basis))
+        deadline.cancel()
+        return asyncio.create_task(self._clock.sleep_until(moment))
+
+    def _deadline_passed(self, run: TxnRun, decide_by: datetime) -> str:
+        if run.approve_by >= decide_by:
+            return f"the deadline decideBy {run.plan.deadlines.decide_by} passed"
+        return (
+            f"the approval deadline approveBy {format_time(run.approve_by)} passed: "
+            f"an approval after it could not be committed before a hold's horizon"
+        )
 
     async def _close_ask(self, run: TxnRun, name: str, decide_by: datetime, why: str) -> None:
         """Withdraw a group's pending ask and record the gateway's signed last word on it.
@@ -408,7 +477,7 @@ class Coordinator:
             run.note(self._key, TxnEvent.APPROVAL, groupId=name, approval=None,
                      problem=failure)  # fmt: skip
             return f"approval {name}: {failure}"
-        problem = self._count_approval(run, group, answer, decide_by)
+        problem = self._count_approval(run, group, answer, run.approve_by)
         return None if problem is None else f"approval {name}: {problem}"
 
     def _count_approval(

@@ -12,7 +12,7 @@ receipt.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from hatp import _checks
@@ -23,6 +23,7 @@ from hatp.model import (
     OutcomeReceipt,
     Plan,
     PrepareReceipt,
+    RenewReceipt,
     Tier,
     TxnEvent,
     TxnState,
@@ -49,6 +50,10 @@ class TxnRun:
     asks: dict[str, str] = field(default_factory=dict)
     #: The approval groups whose final approval is in.
     decided_asks: set[str] = field(default_factory=set)
+    #: Phase 1 ends here: ``decideBy``, or earlier to fit inside the holds [COORD-APPROVE-BY].
+    approve_by: datetime = field(default_factory=lambda: datetime.max.replace(tzinfo=UTC))
+    #: The latest ``leaseExpiresAt`` of each prepared hold: its prepare or last renewal.
+    leases: dict[str, str] = field(default_factory=dict)
     #: Whether the last log write gave the ownership lease up.
     released: bool = False
 
@@ -86,6 +91,7 @@ class TxnRun:
         """The first hold whose lease has ended by ``now``: ``(branchId, leaseExpiresAt)``.
 
         Such a hold cannot be committed [COORD-LEASE]; ``None`` when every hold is live.
+        The lease is the latest one: of the last renewal, if any [COORD-RENEW].
         """
         if not _checks.is_on("COORD-LEASE"):
             return None
@@ -93,7 +99,7 @@ class TxnRun:
             receipt = self.prepares.get(branch.branch_id)
             if branch.tier is not Tier.HOLD or receipt is None:
                 continue
-            lease = receipt.lease_expires_at
+            lease = self.leases.get(branch.branch_id, receipt.lease_expires_at)
             if lease is None or parse_time(lease) <= now:
                 return branch.branch_id, lease
         return None
@@ -106,6 +112,9 @@ class TxnRun:
                 receipt = PrepareReceipt.model_validate(body["receipt"])
                 if receipt.vote is Vote.YES:
                     self.prepares[receipt.branch_id] = receipt
+            elif kind == TxnEvent.RENEWED:
+                renewed = RenewReceipt.model_validate(body["receipt"])
+                self.leases[renewed.branch_id] = renewed.lease_expires_at
             elif kind == TxnEvent.COMMITTED:
                 committed = OutcomeReceipt.model_validate(body["receipt"])
                 self.commits[committed.branch_id] = committed

@@ -27,6 +27,7 @@ from hatp.model import (
     PendingVote,
     Plan,
     PrepareReceipt,
+    RenewReceipt,
     Result,
     Vote,
 )
@@ -68,6 +69,32 @@ def vet_prepare(
     return parsed, problem
 
 
+def vet_renew(
+    receipt: Mapping[str, Any],
+    keyring: Keyring,
+    *,
+    txn_id: str,
+    branch: Branch,
+    plan_digest: str,
+    fence: int,
+) -> tuple[RenewReceipt | None, str | None]:
+    """Check a renew receipt as a prepare receipt is checked; return it parsed, and the problem.
+
+    A renewal that does not count leaves the hold's lease where the record
+    last showed it [COORD-RENEW].
+    """
+    try:
+        parsed = RenewReceipt.model_validate(receipt)
+    except ValidationError as exc:
+        return None, f"malformed renew receipt: {exc.errors()[0]['msg']}"
+    problem = _signed_by(receipt, keyring, branch.participant) or _same_branch(
+        parsed, txn_id, branch, plan_digest
+    )
+    if problem is None and parsed.fence != fence:
+        problem = f"receipt is for fence {parsed.fence}, not {fence}"
+    return parsed, problem
+
+
 def vet_outcome(
     receipt: Mapping[str, Any],
     keyring: Keyring,
@@ -93,7 +120,7 @@ def vet_outcome(
 
 
 def _same_branch(
-    parsed: PrepareReceipt | OutcomeReceipt,
+    parsed: PrepareReceipt | RenewReceipt | OutcomeReceipt,
     txn_id: str,
     branch: Branch,
     plan_digest: str,

@@ -39,6 +39,7 @@ from hatp.model import (
     PendingVote,
     Plan,
     PrepareReceipt,
+    RenewReceipt,
     Tier,
     TxnEvent,
     TxnState,
@@ -69,6 +70,7 @@ _DECISIONS = frozenset(d.value for d in Decision)
 _BRANCH_EVENTS = frozenset(
     {
         TxnEvent.PREPARED,
+        TxnEvent.RENEWED,
         TxnEvent.IN_DOUBT,
         TxnEvent.UNWINDING,
         TxnEvent.COMMITTED,
@@ -96,6 +98,8 @@ class _Embedded:
 
 _EMBEDDED: dict[str, _Embedded] = {
     TxnEvent.PREPARED: _Embedded("receipt", PrepareReceipt, ("prepare",), optional=True),
+    # A renewal is held to the prepare receipt's rules: its branch's participant, this plan.
+    TxnEvent.RENEWED: _Embedded("receipt", RenewReceipt, ("renew",), optional=False),
     TxnEvent.PENDING: _Embedded(
         "pending", PendingVote, ("pending",), optional=False, key="groupId"
     ),

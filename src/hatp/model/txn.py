@@ -210,6 +210,8 @@ class TxnEvent(StrEnum):
     PREPARED = "txn.prepared"
     PENDING = "txn.pending"
     APPROVAL = "txn.approval"
+    RENEWED = "txn.renewed"
+    DEADLINE = "txn.deadline"
     DECIDED = "txn.decided"
     TAKEN_OVER = "txn.taken-over"
     IN_DOUBT = "txn.in-doubt"

@@ -1,0 +1,132 @@
+"""Keeping holds while people decide: lease renewals and the approval deadline.
+
+While phase 1 waits for approvals, each prepared hold is renewed at half of
+what is left of its lease ([COORD-RENEW]): early enough that a lost or slow
+renewal leaves time for another try, late enough that a 20-minute lease
+costs one call per ten minutes. The lease can never pass the hold's
+horizon, so no approval may be counted that arrives too late to commit
+before the first horizon: the approval deadline shrinks to fit inside the
+holds ([COORD-APPROVE-BY]).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Mapping
+from datetime import datetime, timedelta
+from typing import Any
+
+from hatp.clock import Clock, format_time, parse_time
+from hatp.coordinator._txn import TxnRun
+from hatp.coordinator._vetting import vet_renew
+from hatp.errors import HoldExpired, StaleFence
+from hatp.evidence import Keyring, SigningKey
+from hatp.model import Branch, Tier, TxnEvent
+from hatp.participant import Participant
+
+#: A lease closer than this to its end is not renewed again: it would end mid-call.
+MIN_RENEW_STEP = timedelta(seconds=1)
+
+
+def approve_by(run: TxnRun, decide_by: datetime, allowance: float) -> tuple[datetime, str]:
+    """The approval deadline and what sets it: ``decideBy``, or a hold's branchId.
+
+    It is ``min(decideBy, holdHorizon - allowance)`` over every prepared hold
+    [COORD-APPROVE-BY]: an approval after it could not be committed while
+    every hold still lasts.
+    """
+    deadline, basis = decide_by, "decideBy"
+    for branch in run.plan.branches:
+        receipt = run.prepares.get(branch.branch_id)
+        if branch.tier is not Tier.HOLD or receipt is None or receipt.hold_horizon is None:
+            continue
+        latest = parse_time(receipt.hold_horizon) - timedelta(seconds=allowance)
+        if latest < deadline:
+            deadline, basis = latest, branch.branch_id
+    return deadline, basis
+
+
+class HoldKeeper:
+    """Renews the prepared holds of one transaction until phase 1 ends [COORD-RENEW]."""
+
+    def __init__(
+        self,
+        *,
+        key: SigningKey,
+        participants: Mapping[str, Participant],
+        keyring: Keyring,
+        clock: Clock,
+        call_timeout: float,
+    ) -> None:
+        self._key = key
+        self._participants = participants
+        self._keyring = keyring
+        self._clock = clock
+        self._timeout = call_timeout
+
+    async def keep(self, run: TxnRun, branch: Branch) -> str | None:
+        """Renew one hold at half its remaining lease until the lease reaches its horizon.
+
+        Returns ``None`` when there is nothing left to renew (the lease reached
+        the horizon, or is about to end: [COORD-LEASE] decides then), or the
+        problem that loses the hold: ``HOLD_EXPIRED``, or a renew receipt that
+        does not verify. A renewal that gets no answer is tried again at the
+        next half. Cancelled, it lets a renewal in flight finish first, so no
+        renew reaches the participant after phase 2 began.
+
+        Raises:
+            StaleFence: another coordinator owns the transaction now.
+        """
+        bid = branch.branch_id
+        receipt = run.prepares[bid]
+        if receipt.hold_horizon is None:
+            return None
+        horizon = parse_time(receipt.hold_horizon)
+        while True:
+            lease = parse_time(run.leases.get(bid) or receipt.lease_expires_at or "")
+            left = lease - self._clock.now()
+            if lease >= horizon or left <= MIN_RENEW_STEP:
+                return None
+            await self._clock.sleep_until(self._clock.now() + max(left / 2, MIN_RENEW_STEP))
+            call = asyncio.create_task(self._renew(run, branch))
+            try:
+                problem = await asyncio.shield(call)
+            except asyncio.CancelledError:
+                with contextlib.suppress(Exception):
+                    await call
+                raise
+            if problem is not None:
+                return f"{bid}: {problem}"
+
+    async def _renew(self, run: TxnRun, branch: Branch) -> str | None:
+        """One renewal: record the new lease, or return why the hold is lost."""
+        participant = self._participants[branch.participant]
+        try:
+            receipt = await asyncio.wait_for(
+                participant.renew(run.txn_id, branch.branch_id, run.fence), self._timeout
+            )
+        except StaleFence:
+            raise
+        except HoldExpired as exc:
+            return f"the hold was lost: renewal refused: {exc.code}: {exc.message}"
+        except Exception:  # no answer, or a refusal: the lease stands; try at the next half
+            return None
+        parsed, problem = vet_renew(
+            receipt,
+            self._keyring,
+            txn_id=run.txn_id,
+            branch=branch,
+            plan_digest=run.digest,
+            fence=run.fence,
+        )
+        if problem is not None or parsed is None:
+            return f"renew receipt does not count: {problem}"
+        run.leases[branch.branch_id] = parsed.lease_expires_at
+        run.note(self._key, TxnEvent.RENEWED, branchId=branch.branch_id, receipt=receipt)
+        return None
+
+
+def deadline_body(moment: datetime, basis: str) -> dict[str, Any]:
+    """The body of a ``txn.deadline`` event (besides ``planDigest``)."""
+    return {"approveBy": format_time(moment), "basis": basis}
