@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
@@ -53,15 +53,11 @@ def vet_prepare(
     fence: int,
 ) -> tuple[PrepareReceipt | None, str | None]:
     """Check a prepare receipt; return it parsed, and the problem if it is not a yes."""
-    try:
-        parsed = PrepareReceipt.model_validate(receipt)
-    except ValidationError as exc:
-        return None, f"malformed prepare receipt: {exc.errors()[0]['msg']}"
-    problem = _signed_by(receipt, keyring, branch.participant) or _same_branch(
-        parsed, txn_id, branch, plan_digest
+    parsed, problem = _fenced_receipt(
+        PrepareReceipt, "prepare", receipt, keyring, txn_id, branch, plan_digest, fence
     )
-    if problem is None and parsed.fence != fence:
-        problem = f"receipt is for fence {parsed.fence}, not {fence}"
+    if parsed is None:
+        return None, problem
     if problem is None and parsed.tier is not branch.tier:
         problem = f"participant prepared tier {parsed.tier}, the plan says {branch.tier}"
     if problem is None and parsed.vote is not Vote.YES:
@@ -83,10 +79,29 @@ def vet_renew(
     A renewal that does not count leaves the hold's lease where the record
     last showed it [COORD-RENEW].
     """
+    return _fenced_receipt(
+        RenewReceipt, "renew", receipt, keyring, txn_id, branch, plan_digest, fence
+    )
+
+
+_Fenced = TypeVar("_Fenced", PrepareReceipt, RenewReceipt)
+
+
+def _fenced_receipt(
+    model: type[_Fenced],
+    what: str,
+    receipt: Mapping[str, Any],
+    keyring: Keyring,
+    txn_id: str,
+    branch: Branch,
+    plan_digest: str,
+    fence: int,
+) -> tuple[_Fenced | None, str | None]:
+    """Parse a branch's receipt; check its signer, transaction, branch, plan and fence."""
     try:
-        parsed = RenewReceipt.model_validate(receipt)
+        parsed = model.model_validate(receipt)
     except ValidationError as exc:
-        return None, f"malformed renew receipt: {exc.errors()[0]['msg']}"
+        return None, f"malformed {what} receipt: {exc.errors()[0]['msg']}"
     problem = _signed_by(receipt, keyring, branch.participant) or _same_branch(
         parsed, txn_id, branch, plan_digest
     )
