@@ -378,12 +378,13 @@ def _commit_refused(call: Call) -> Result:
     )
 
 
-def _commit_unknown(call: Call) -> Result:
+def _never_prepared(call: Call) -> Result:
+    """Commit, compensate or renew of a branch this participant never prepared."""
     raise call.not_prepared()
 
 
 COMMIT: dict[BranchState, Handler] = {
-    BranchState.UNKNOWN: _commit_unknown,
+    BranchState.UNKNOWN: _never_prepared,
     BranchState.PREPARED: _commit_prepared,
     BranchState.REFUSED: _commit_refused,
     BranchState.COMMITTED: _commit_repeat,
@@ -478,10 +479,6 @@ def _compensate_repeat(call: Call) -> Result:
     return _stored_outcome(call)
 
 
-def _compensate_unknown(call: Call) -> Result:
-    raise call.not_prepared()
-
-
 def _compensate_uncommitted(call: Call) -> Result:
     raise call.conflict(
         f"branch {call.row.branch_id!r} of {call.row.txn_id!r} is {call.row.state.value}, "
@@ -491,7 +488,7 @@ def _compensate_uncommitted(call: Call) -> Result:
 
 
 COMPENSATE: dict[BranchState, Handler] = {
-    BranchState.UNKNOWN: _compensate_unknown,
+    BranchState.UNKNOWN: _never_prepared,
     BranchState.PREPARED: _compensate_uncommitted,
     BranchState.REFUSED: _compensate_uncommitted,
     BranchState.ABORTED: _compensate_uncommitted,
@@ -555,12 +552,8 @@ def _renew_ended(call: Call) -> Result:
     raise call.conflict(rule="PART-RENEW")
 
 
-def _renew_unknown(call: Call) -> Result:
-    raise call.not_prepared()
-
-
 RENEW: dict[BranchState, Handler] = {
-    BranchState.UNKNOWN: _renew_unknown,
+    BranchState.UNKNOWN: _never_prepared,
     BranchState.PREPARED: _renew_prepared,
     BranchState.REFUSED: _renew_refused,
     BranchState.COMMITTED: _renew_ended,

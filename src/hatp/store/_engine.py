@@ -110,8 +110,7 @@ class Store:
         try:
             cursor = conn.cursor()
             try:
-                if self.dialect == "sqlite":
-                    cursor.execute("BEGIN IMMEDIATE")
+                self._driver_begin(cursor)
                 yield cursor
                 conn.commit()
             except BaseException:
@@ -131,6 +130,9 @@ class Store:
 
     def _make_engine(self, url: URL) -> Engine:
         raise NotImplementedError
+
+    def _driver_begin(self, cursor: Any) -> None:
+        """Open a driver_transaction (psycopg opens one by itself at the first statement)."""
 
     def _lock_schema(self, conn: Connection) -> None:
         """Serialize table creation with other processes (SQLite: BEGIN IMMEDIATE did)."""
@@ -171,6 +173,9 @@ class SqliteStore(Store):
         event.listen(engine, "begin", _sqlite_on_begin)
         return engine
 
+    def _driver_begin(self, cursor: Any) -> None:
+        cursor.execute(_BEGIN_IMMEDIATE)  # as _sqlite_on_begin does for Core transactions
+
 
 def _sqlite_on_connect(dbapi_connection: Any, _record: Any) -> None:
     # Take BEGIN away from the sqlite3 module (it would issue a deferred BEGIN
@@ -206,10 +211,13 @@ def _switch_to_wal(cursor: Any) -> None:
 _WAL_ATTEMPTS = 40
 
 
+_BEGIN_IMMEDIATE = "BEGIN IMMEDIATE"
+
+
 def _sqlite_on_begin(conn: Connection) -> None:
     # IMMEDIATE takes the write lock at once, so a transaction that reads then
     # writes cannot fail half-way on a lock upgrade; busy_timeout queues it.
-    conn.exec_driver_sql("BEGIN IMMEDIATE")
+    conn.exec_driver_sql(_BEGIN_IMMEDIATE)
 
 
 class PostgresStore(Store):
