@@ -47,6 +47,7 @@ from txn_records import (
     ERIN,
     GATEWAY,
     TxnBuilder,
+    lapsed_trip,
     signed_card,
     trip_plan,
 )
@@ -508,6 +509,85 @@ def _txn_pending_forged() -> Any:
     return b.committed(*COMMIT_ORDER).outcome("committed").sealed()
 
 
+# How phase 1 was timed: the mode, the approval deadline and the leases. The
+# participants and the gateway sign the quotes, estimates, receipts and times;
+# the coordinator's key writes a record they do not bear out.
+
+
+def _at(seconds: float) -> str:
+    return format_time(TXN_START + timedelta(seconds=seconds))
+
+
+def _asked(b: TxnBuilder) -> TxnBuilder:
+    for branch_id in BRANCHES:
+        b.prepared(branch_id)
+    return b.approved()
+
+
+def _committed(b: TxnBuilder) -> Any:
+    b.decided("commit").committed(*COMMIT_ORDER)
+    return b.outcome("committed").sealed()
+
+
+def _txn_approved_after_deadline() -> Any:
+    # The holds moved the approval deadline to 00:06.5; finance approved at 00:07.
+    return _committed(TxnBuilder().voted(approval=None).deadline(_at(6.5)).approved())
+
+
+def _flight_leased_until(seconds: float) -> TxnBuilder:
+    b = TxnBuilder().planned()
+    receipt = b.prepare_receipt("flight", leaseExpiresAt=_at(seconds))
+    b.prepared("flight", receipt=receipt)
+    for branch_id in ("hotel", "calendar", "pay"):
+        b.prepared(branch_id)
+    return b.approved()
+
+
+def _txn_lapse_while_live() -> Any:
+    return lapsed_trip(flight_lease=TXN_START + timedelta(minutes=20))
+
+
+def _txn_final_after_lease() -> Any:
+    # The seat's lease ended at 00:08.5; the card was charged at 00:09 (the seat at 00:10).
+    return _committed(_flight_leased_until(8.5))
+
+
+def _txn_hold_committed_after_lease() -> Any:
+    # The card was charged in time (00:09); the seat's lease ended at 00:09.5, its commit 00:10.
+    return _committed(_flight_leased_until(9.5))
+
+
+def _txn_lease_past_horizon() -> Any:
+    b = TxnBuilder().planned().prepared("flight").prepared("hotel")
+    past = format_time(TXN_START + timedelta(minutes=45))
+    b.renewed("flight", b.renew_receipt("flight", leaseExpiresAt=past))
+    return _committed(b.prepared("calendar").prepared("pay").approved())
+
+
+def _txn_mode_numbers_ignored() -> Any:
+    # Asking finance can take 1800 s (alice, then bob); the holds last 1800 s.
+    b = TxnBuilder().planned(mode=False)
+    b.moded(estimates=[b.estimate(chain=(ALICE, BOB))], worstSeconds=1800)
+    return _committed(_asked(b))
+
+
+def _txn_mode_not_requested() -> Any:
+    b = TxnBuilder(trip_plan(mode="approval-first")).planned(mode=False)
+    b.moded(requested="parallel", chosen="parallel", quotes=[])
+    return _committed(_asked(b))
+
+
+def _txn_prepared_before_approval() -> Any:
+    return _committed(_asked(TxnBuilder(trip_plan(mode="approval-first")).planned()))
+
+
+def _txn_forged_estimate() -> Any:
+    # The gateway's estimate would say 1800 s; the coordinator signs one of 900 s itself.
+    b = TxnBuilder().planned(mode=False)
+    b.moded(estimates=[b.estimate(by=COORDINATOR)])
+    return _committed(_asked(b))
+
+
 CASES: tuple[Planted, ...] = (
     Planted("duplicate-key-amount", "JSON-DUPLICATE-KEY", "json",
             "two parsers would read different amounts", _duplicate_amount),
@@ -627,6 +707,31 @@ CASES: tuple[Planted, ...] = (
             _txn_voter_not_decided),
     Planted("txn-approver-without-vote", "TXN-APPROVERS", "record",
             "bob listed as an approver without a vote of his", _txn_approver_without_vote),
+    Planted("txn-approved-after-deadline", "TXN-APPROVE-BY", "record",
+            "finance approved after the approval deadline the holds set, and it was counted",
+            _txn_approved_after_deadline),
+    Planted("txn-final-after-lease", "TXN-LEASE", "record",
+            "the card charged (and the seat converted) after the seat's hold had lapsed",
+            _txn_final_after_lease),
+    Planted("txn-hold-committed-after-lease", "TXN-LEASE", "record",
+            "the seat converted after its own lease ended", _txn_hold_committed_after_lease),
+    Planted("txn-lease-past-horizon", "TXN-LEASE", "record",
+            "a renewal leasing the seat past its hold's horizon", _txn_lease_past_horizon),
+    Planted("txn-mode-numbers-ignored", "TXN-MODE", "record",
+            "parallel, though the signed estimate and quotes say approval-first",
+            _txn_mode_numbers_ignored),
+    Planted("txn-mode-not-requested", "TXN-MODE", "record",
+            "the plan asks approval-first; the record says parallel was requested",
+            _txn_mode_not_requested),
+    Planted("txn-prepared-before-approval", "TXN-MODE", "record",
+            "approval-first, yet every hold placed before finance approved",
+            _txn_prepared_before_approval),
+    Planted("txn-lapse-while-live", "TXN-OUTCOME", "record",
+            "needs-recovery: the seat is said to have lapsed and is released while its lease "
+            "still ran", _txn_lapse_while_live),
+    Planted("txn-forged-estimate", "TXN-SIGNER", "record",
+            "the coordinator signs finance's chain estimate itself, short enough for parallel",
+            _txn_forged_estimate),
 )  # fmt: skip
 
 

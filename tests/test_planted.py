@@ -17,7 +17,7 @@ from hatp._checks import unsafe_switched_off
 from hatp.evidence import parse_json
 from planted import CASES, FIXTURES, Planted, attempt, good_record, keyring, write_fixtures
 from txn_records import KEYS as TXN_KEYS
-from txn_records import committed_trip, rejected_trip, unwound_trip
+from txn_records import committed_trip, lapsed_trip, rejected_trip, unwound_trip
 
 SRC = Path(__file__).parents[1] / "src" / "hatp"
 
@@ -32,7 +32,7 @@ def test_the_untampered_record_passes_every_rule() -> None:
     assert attempt(case) == set()
 
 
-@pytest.mark.parametrize("build", [committed_trip, rejected_trip, unwound_trip])
+@pytest.mark.parametrize("build", [committed_trip, rejected_trip, unwound_trip, lapsed_trip])
 def test_the_honest_transaction_records_pass_every_rule(build: Callable[[], object]) -> None:
     """[TXN-PLAN] … [TXN-OUTCOME]: what the txn cases are built from verifies."""
     assert attempt(Planted("good", "-", "record", "honest", build)) == set()
@@ -75,6 +75,7 @@ def test_every_switchable_check_in_the_code_has_a_planted_violation() -> None:
     from gateway.test_gateway_switch_off import CASES as GATEWAY_VOTE_CASES
     from gateway.test_planted_txns import CASES as PLANTED_TXNS
     from gateway.test_switch_off import CASES as GATEWAY_CASES
+    from gateway.test_tighten import CASES as GATEWAY_TIGHTEN_CASES
     from participant.test_switch_off import CASES as PARTICIPANT_CASES
 
     planted = (
@@ -84,6 +85,7 @@ def test_every_switchable_check_in_the_code_has_a_planted_violation() -> None:
         | set(DIRECTORY_CASES)
         | {check for case in GATEWAY_CASES.values() for check in case.checks}
         | {check for case in GATEWAY_VOTE_CASES.values() for check in case.checks}
+        | {check for case in GATEWAY_TIGHTEN_CASES.values() for check in case.checks}
         | {check for case in PLANTED_TXNS for check in case.checks}
         | {case.check for case in GATE_CASES.values()}
     )

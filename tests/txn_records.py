@@ -6,7 +6,11 @@ it settles the two holds), with one finance approval through the gateway.
 Every receipt and approval is signed by its own party in the exact wire form
 of :class:`PrepareReceipt`, :class:`OutcomeReceipt` or :class:`Approval`,
 and checked against that model; every event is signed by the coordinator,
-as the coordinator writes them (docs/spec.md §14, §15).
+as the coordinator writes them (docs/spec.md §14, §15). Right after the
+plan comes the mode choice (``txn.mode``): the plan's ``auto`` mode, with
+the airline's and the hotel's signed quotes (30-minute holds) and the
+gateway's signed chain estimate for finance (15 minutes at worst), is
+parallel.
 
 An approval carries real evidence (§19): the finance approvers of acme.com
 (:data:`PEOPLE`) have Ed25519 keys on Human Cards signed by acme's directory,
@@ -30,7 +34,7 @@ from typing import Any
 
 from directory.people import ISSUER as DIRECTORY
 from directory.people import card, passkey
-from hatp.clock import ManualClock, format_time
+from hatp.clock import ManualClock, format_time, parse_time
 from hatp.directory import Directory, sign_card
 from hatp.evidence import (
     CHAIN_RULES,
@@ -44,11 +48,14 @@ from hatp.evidence import (
 from hatp.gateway import Routed, route
 from hatp.model import (
     Approval,
+    ChainEstimate,
     Finding,
     HumanVote,
     OutcomeReceipt,
     PendingVote,
     PrepareReceipt,
+    Quote,
+    RenewReceipt,
     Result,
     RoutingRecord,
     parse_plan,
@@ -91,6 +98,12 @@ BRANCHES = {
 }
 #: Phase 2's order: compensate, final, hold.
 COMMIT_ORDER = ("calendar", "pay", "flight", "hotel")
+#: A hold's lease when prepared, and how long it can last, renewals included.
+LEASE_SECONDS, HOLD_SECONDS = 1200, 1800
+#: The coordinator's commit allowance, as ``txn.mode`` states it.
+COMMIT_SECONDS = 60
+#: Each person's SLA on their card (``directory.people``).
+SLA = 900
 
 
 def keyring() -> Keyring:
@@ -99,10 +112,10 @@ def keyring() -> Keyring:
 
 
 def trip_plan(
-    txn_id: str = TXN_ID, *, pay: str = "1900.00", quorum: str | None = None
+    txn_id: str = TXN_ID, *, pay: str = "1900.00", quorum: str | None = None, mode: str = "auto"
 ) -> dict[str, Any]:
     """Return the trip's plan in its normal form (what ``txn.planned`` carries);
-    ``quorum`` (``"2-of-3"``) asks finance for that many people."""
+    ``quorum`` (``"2-of-3"``) asks finance for that many people, ``mode`` is phase 1's."""
     plan = {
         "hatpVersion": PROTOCOL_VERSION,
         "txnId": txn_id,
@@ -125,6 +138,7 @@ def trip_plan(
             }
         ],
         "deadlines": {"decideBy": format_time(START + timedelta(minutes=15))},
+        "mode": mode,
         "agentText": {"summary": "Book Dana's Berlin trip: flight, hotel, calendar, card."},
     }
     return parse_plan(plan).to_wire()
@@ -172,6 +186,8 @@ class TxnBuilder:
         self.plan_digest = digest(self.plan)
         self.clock = ManualClock(START)
         self.writer = RecordWriter(self.txn_id, self.clock)
+        #: Each hold's horizon, from its latest logged prepare or replace receipt.
+        self.horizons: dict[str, str] = {}
 
     def now(self) -> str:
         return format_time(self.clock.now())
@@ -200,6 +216,102 @@ class TxnBuilder:
             **change,
         }
         return self._signed(receipt, by or participant, PrepareReceipt)
+
+    def renew_receipt(
+        self, branch_id: str, *, by: str | None = None, **change: Any
+    ) -> dict[str, Any]:
+        """A participant's signed renewal of a hold: the lease another 20 minutes on,
+        up to the hold's horizon (of its logged prepare receipt)."""
+        horizon = self.horizons.get(branch_id, format_time(START + timedelta(seconds=HOLD_SECONDS)))
+        lease = min(self.clock.now() + timedelta(seconds=LEASE_SECONDS), parse_time(horizon))
+        receipt = {
+            **self._head("renew", branch_id, self.plan_digest),
+            "leaseExpiresAt": format_time(lease),
+            "holdHorizon": horizon,
+            "time": self.now(),
+            **change,
+        }
+        return self._signed(receipt, by or BRANCHES[branch_id][0], RenewReceipt)
+
+    def quote(self, branch_id: str, *, by: str | None = None, **change: Any) -> dict[str, Any]:
+        """A participant's signed quote: the branch's amount, valid for an hour, and for a
+        hold the lease and horizon a prepare now would grant."""
+        participant, tier = BRANCHES[branch_id]
+        hold = tier == "hold"
+        quote = {
+            **self._head("quote", branch_id, self.plan_digest),
+            "tier": tier,
+            "cost": self._amount(branch_id),
+            "validUntil": format_time(self.clock.now() + timedelta(hours=1)),
+            "leaseSeconds": LEASE_SECONDS if hold else None,
+            "holdSeconds": HOLD_SECONDS if hold else None,
+            "time": self.now(),
+            **change,
+        }
+        return self._signed(quote, by or participant, Quote)
+
+    def estimate(
+        self,
+        group_id: str = "finance",
+        *,
+        by: str = GATEWAY,
+        chain: Sequence[str] = (ALICE,),
+        **change: Any,
+    ) -> dict[str, Any]:
+        """The gateway's signed chain estimate: ``chain`` asked one after another, each
+        waiting their SLA, nobody answering."""
+        links = [
+            {"human": human, "sla": SLA, "delegateOf": None, "startsAt": n * SLA,
+             "endsAt": (n + 1) * SLA}
+            for n, human in enumerate(chain)
+        ]  # fmt: skip
+        estimate = {
+            "hatpVersion": PROTOCOL_VERSION,
+            "kind": "chain-estimate",
+            "txnId": self.txn_id,
+            "planDigest": self.plan_digest,
+            "groupId": group_id,
+            "gateway": GATEWAY,
+            "chain": links,
+            "worstSeconds": len(links) * SLA,
+            "time": self.now(),
+            **change,
+        }
+        return self._signed(estimate, by, ChainEstimate)
+
+    def mode_body(self) -> dict[str, Any]:
+        """The honest ``txn.mode`` body for this plan (besides ``planDigest``)."""
+        requested = self.plan["mode"]
+        body: dict[str, Any] = {
+            "requested": requested,
+            "chosen": requested,
+            "estimates": [],
+            "quotes": [],
+            "worstSeconds": None,
+            "shortestHoldSeconds": None,
+            "commitSeconds": COMMIT_SECONDS,
+            "basis": None,
+        }
+        holds = [b["branchId"] for b in self.plan["branches"] if b["tier"] == "hold"]
+        if requested == "approval-first":
+            body["quotes"] = [self.quote(branch_id) for branch_id in holds]
+        elif requested == "auto" and not holds:
+            body["chosen"] = "parallel"
+        elif requested == "auto":
+            estimates = [self.estimate(g["groupId"]) for g in self.plan["approvals"]]
+            quotes = [self.quote(branch_id) for branch_id in holds]
+            worst = max((e["worstSeconds"] for e in estimates), default=0)
+            shortest = min(q["holdSeconds"] for q in quotes)
+            fits = worst + COMMIT_SECONDS <= shortest
+            body.update(
+                chosen="parallel" if fits else "approval-first",
+                estimates=estimates,
+                quotes=quotes,
+                worstSeconds=worst,
+                shortestHoldSeconds=shortest,
+                basis=next(q["branchId"] for q in quotes if q["holdSeconds"] == shortest),
+            )
+        return body
 
     def outcome_receipt(
         self, branch_id: str, kind: str, *, by: str | None = None, **change: Any
@@ -359,21 +471,59 @@ class TxnBuilder:
         self.clock.advance(1)
         return event
 
-    def planned(self, plan: Mapping[str, Any] | None = None) -> TxnBuilder:
+    def planned(self, plan: Mapping[str, Any] | None = None, *, mode: bool = True) -> TxnBuilder:
+        """Log the plan, and then (unless not ``mode``) the honest mode choice."""
         self.event(
             "txn.planned",
             plan=dict(plan if plan is not None else self.plan),
             coordinator=COORDINATOR,
             fence=1,
         )
+        return self.moded() if mode else self
+
+    def moded(self, **change: Any) -> TxnBuilder:
+        """Log the mode choice (txn.mode): :meth:`mode_body`, ``change`` overriding members."""
+        self.event("txn.mode", **{**self.mode_body(), **change})
+        return self
+
+    def replaced(
+        self,
+        branch_id: str,
+        receipt: dict[str, Any] | None = None,
+        problem: str | None = None,
+        **change: Any,
+    ) -> TxnBuilder:
+        """Log a lost hold placed again (txn.replaced): a new prepare receipt, attempt 2,
+        with a lease and horizon from now (``change`` overrides its members)."""
+        if receipt is None and problem is None:
+            receipt = self.prepare_receipt(branch_id, **{"attempt": 2, **change})
+        if problem is None:
+            self._note_horizon(branch_id, receipt)
+        self.event("txn.replaced", branchId=branch_id, receipt=receipt, problem=problem)
+        return self
+
+    def renewed(self, branch_id: str, receipt: dict[str, Any] | None = None) -> TxnBuilder:
+        """Log a hold's renewal (txn.renewed)."""
+        receipt = receipt if receipt is not None else self.renew_receipt(branch_id)
+        self.event("txn.renewed", branchId=branch_id, receipt=receipt)
+        return self
+
+    def deadline(self, approve_by: str, basis: str = "flight") -> TxnBuilder:
+        """Log the approval deadline moved earlier (txn.deadline)."""
+        self.event("txn.deadline", approveBy=approve_by, basis=basis)
         return self
 
     def prepared(
         self, branch_id: str, vote: str = "yes", receipt: dict[str, Any] | None = None
     ) -> TxnBuilder:
         receipt = receipt if receipt is not None else self.prepare_receipt(branch_id, vote)
+        self._note_horizon(branch_id, receipt)
         self.event("txn.prepared", branchId=branch_id, receipt=receipt, problem=None)
         return self
+
+    def _note_horizon(self, branch_id: str, receipt: Any) -> None:
+        if isinstance(receipt, dict) and isinstance(receipt.get("holdHorizon"), str):
+            self.horizons[branch_id] = receipt["holdHorizon"]
 
     def approved(
         self,
@@ -459,7 +609,7 @@ class TxnBuilder:
         return self
 
     def _head(self, kind: str, branch_id: str, plan_digest: str | None) -> dict[str, Any]:
-        return {
+        head = {
             "hatpVersion": PROTOCOL_VERSION,
             "kind": kind,
             "txnId": self.txn_id,
@@ -468,6 +618,7 @@ class TxnBuilder:
             "planDigest": plan_digest,
             "fence": 1,
         }
+        return {**head, "attempt": 1} if kind == "prepare" else head
 
     def _amount(self, branch_id: str) -> dict[str, str] | None:
         branch = next(b for b in self.plan["branches"] if b["branchId"] == branch_id)
@@ -499,6 +650,30 @@ def unwound_trip() -> dict[str, Any]:
     b = TxnBuilder().voted().decided("commit").committed("calendar").unwinding("pay")
     b.compensated("calendar").aborted("pay", "flight", "hotel")
     return b.outcome("aborted").sealed()
+
+
+def lapsed_trip(*, flight_lease: datetime | None = None) -> dict[str, Any]:
+    """The card was charged in time, but its answer came after the flight's hold lapsed:
+    the flight is released, recovery offered: NEEDS-RECOVERY. The flight's lease ends
+    between the charge (event 9) and the late answer (event 10), unless told."""
+    b = TxnBuilder().planned()
+    lease = flight_lease or START + timedelta(seconds=9.5)
+    b.prepared("flight", receipt=b.prepare_receipt("flight", leaseExpiresAt=format_time(lease)))
+    for branch_id in ("hotel", "calendar", "pay"):
+        b.prepared(branch_id)
+    b.approved().decided("commit").committed("calendar", "pay")
+    b.event(
+        "txn.late-answer",
+        branchId="pay",
+        holds=[
+            {"branchId": "flight", "leaseExpiresAt": format_time(lease), "live": False},
+            {"branchId": "hotel", "leaseExpiresAt": b.now(), "live": True},
+        ],
+    )
+    b.committed("hotel").aborted("flight")
+    b.event("txn.recovery-offered", lapsed=["flight"], linkedTxnId=f"{b.txn_id}.recovery",
+            payerPresent=True, plan={}, question=None, problem=None)  # fmt: skip
+    return b.outcome("needs-recovery").sealed()
 
 
 def sold_out_trip() -> dict[str, Any]:

@@ -20,6 +20,7 @@ MCP JSON-RPC error.
     ├── NotPrepared            NOT_PREPARED
     ├── HoldExpired            HOLD_EXPIRED
     ├── NotRenewable           NOT_RENEWABLE       (data.tier: a dry run has no lease)
+    ├── NotReplaceable         NOT_REPLACEABLE     (data.state: the hold was not lost)
     ├── UndoInvalid            UNDO_INVALID
     ├── ParticipantUnavailable PARTICIPANT_UNAVAILABLE (no answer: not a failure)
     ├── TransactionUnknown     TXN_UNKNOWN
@@ -64,6 +65,7 @@ __all__ = [
     "KeyringInvalid",
     "NotPrepared",
     "NotRenewable",
+    "NotReplaceable",
     "OutcomeConflict",
     "ParticipantUnavailable",
     "PlanInvalid",
@@ -202,6 +204,8 @@ PLAN_REASONS: dict[str, str] = {
     "UNKNOWN_PARTICIPANT": "every branch names a participant the coordinator can reach",
     "UNKNOWN_OPERATION": "the participant offers the branch's operation",
     "TIER_MISMATCH": "the branch's tier is the tier the participant declares",
+    "UNKNOWN_MODE": "a mode is auto, parallel or approval-first",
+    "RECOVERY_INCOMPLETE": "a consented off-session re-authorization names its cap and mandate",
 }
 
 
@@ -247,6 +251,13 @@ class NotRenewable(HatpError):
     has no lease to renew (``data.tier``); nothing was done."""
 
     code = "NOT_RENEWABLE"
+
+
+class NotReplaceable(HatpError):
+    """A replace of a branch whose hold was not lost: it is live, committed, refused,
+    aborted by the coordinator, or not a hold (``data.state``); nothing was done."""
+
+    code = "NOT_REPLACEABLE"
 
 
 class UndoInvalid(HatpError):

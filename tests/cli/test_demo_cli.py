@@ -23,6 +23,8 @@ EXPECTED = {
     "deadline": ("aborted", "txn.aborted"),
     "in-doubt": ("committed", "txn.in-doubt"),
     "crash": ("committed", "txn.taken-over"),
+    "slow-approver": ("committed", "txn.mode"),
+    "late-answer": ("needs-recovery", "txn.recovery-offered"),
 }
 
 
@@ -57,6 +59,40 @@ def test_each_scenario_ends_whole_or_none_with_a_record_that_verifies(
     output = " ".join(result.output.split())
     assert "every ledger shows the whole effect or none" in output
     assert f"outcome {state.upper()}" in output
+
+
+def test_the_slow_approver_scenario_lets_the_clock_choose_approval_first(
+    tmp_path: Path,
+) -> None:
+    """[COORD-MODE] bob 15 minutes, carol 15 more: 30 minutes against the 30-minute holds."""
+    result = runner.invoke(
+        app, ["demo", "--auto", "--scenario", "slow-approver", "--out", str(tmp_path)]
+    )
+    assert result.exit_code == 0, result.output
+    record = load_record(tmp_path / "record.json")
+    (mode,) = [e["body"] for e in record["events"] if e["type"] == "txn.mode"]
+    assert (mode["requested"], mode["chosen"], mode["worstSeconds"]) == (
+        "auto",
+        "approval-first",
+        1800,
+    )
+    kinds = [e["type"] for e in record["events"]]
+    assert kinds.index("txn.approval") < kinds.index("txn.prepared")
+    assert "mode approval-first" in " ".join(result.output.split())
+
+
+def test_the_late_answer_scenario_escalates_and_offers_recovery(tmp_path: Path) -> None:
+    """[COORD-ESCALATE] [COORD-LATE-ANSWER] [COORD-RECOVERY-OFFER] on a simulated clock."""
+    result = runner.invoke(
+        app, ["demo", "--auto", "--scenario", "late-answer", "--out", str(tmp_path)]
+    )
+    assert result.exit_code == 0, result.output
+    record = load_record(tmp_path / "record.json")
+    kinds = [e["type"] for e in record["events"]]
+    for kind in ("txn.in-doubt", "txn.escalated", "txn.late-answer", "txn.recovery-offered"):
+        assert kind in kinds
+    output = " ".join(result.output.split())
+    assert "time was simulated" in output and "not whole" in output
 
 
 def test_demo_without_out_names_the_folder_it_made() -> None:

@@ -15,7 +15,6 @@ from coordinator.trips import (
     REJECT,
     RENEW_AT,
     ForgeApproval,
-    Late,
     NoRenew,
     ScriptedAnswer,
     Trip,
@@ -174,7 +173,8 @@ def test_a_hold_whose_lease_ended_before_the_decision_aborts_COORD_LEASE(trip: T
     assert outcome.state is TxnState.ABORTED
     (seat,) = [e for e in events(outcome.record, "txn.prepared") if e["body"]["branchId"] == "seat"]
     lease = seat["body"]["receipt"]["leaseExpiresAt"]
-    assert outcome.reason == f"seat: the hold's lease ended at {lease} before the decision"
+    assert outcome.reason.startswith(f"seat: the hold's lease ended at {lease} before the decision")
+    assert "it could not be placed again" in outcome.reason  # [COORD-REPLACE] lost too
     assert [e["body"]["branchId"] for e in events(outcome.record, "txn.renewed")] == ["room"]
     assert events(outcome.record, "txn.approval")[0]["body"]["problem"] is None
     assert trip.world.effects(outcome.txn_id) == ALL_NONE
@@ -231,31 +231,4 @@ def test_a_hold_that_cannot_be_renewed_shrinks_approve_by_COORD_APPROVE_BY(
     deadlines = [e["body"] for e in events(outcome.record, "txn.deadline")]
     approve_by = format_time(parse_time(receipt["holdHorizon"]) - timedelta(seconds=5))
     assert deadlines[-1]["approveBy"] == approve_by
-    assert failed_findings(outcome, trip.world) == []
-
-
-def test_a_renewal_refused_with_hold_expired_aborts_COORD_RENEW(trip: Trip) -> None:
-    """[COORD-RENEW] the seat's renewal arrives 11 minutes late, after its lease ended: the
-    hold is lost, HOLD_EXPIRED; phase 1 ends at once, ABORTED, nothing kept."""
-    plan = trip.plan(decide_in=40 * 60)
-    slow = ScriptedAnswer(ApprovalDecision.APPROVE, APPROVER, after_seconds=25 * 60)
-    late = {AIRLINE: Late(trip.links[AIRLINE], trip.clock, 11 * 60, method="renew")}
-
-    async def drive() -> Outcome:
-        task = asyncio.create_task(trip.coordinator(slow, links=late).run(plan))
-        await trip.votes.wait(plan["txnId"], len(plan["branches"]))
-        await sleepers(trip.clock, 6)  # lease keeper, deadline, poll, approver, 2 hold keepers
-        trip.clock.advance(RENEW_AT)
-        return await task
-
-    outcome = asyncio.run(drive())
-    assert outcome.state is TxnState.ABORTED
-    # The room's renewal may go out before or after the clock jumps: then it is lost too.
-    branch, _, why = outcome.reason.partition(": ")
-    assert branch in {"seat", "room"}
-    assert why.startswith("the hold was lost: renewal refused: HOLD_EXPIRED")
-    assert "seat" not in {e["body"]["branchId"] for e in events(outcome.record, "txn.renewed")}
-    (approval,) = events(outcome.record, "txn.approval")
-    assert approval["body"]["approval"]["withdrawn"] is True
-    assert trip.world.effects(outcome.txn_id) == ALL_NONE
     assert failed_findings(outcome, trip.world) == []

@@ -17,11 +17,15 @@ from datetime import timedelta
 
 import pytest
 
+from coordinator.test_modes import quote_changed
 from coordinator.trips import (
+    APPROVER,
     Forge,
     ForgeApproval,
+    ForgeEstimate,
     Late,
     NoRenew,
+    ScriptedAnswer,
     Trip,
     approve_after,
     failed_findings,
@@ -32,7 +36,7 @@ from hatp.coordinator import Outcome
 from hatp.demo import AIRLINE, CALENDAR, HOTEL, PAYMENTS
 from hatp.demo._lossy import LossyLink
 from hatp.evidence import digest
-from hatp.model import TxnState
+from hatp.model import ApprovalDecision, TxnState
 
 COMMITTED, ABORTED = TxnState.COMMITTED, TxnState.ABORTED
 RULES = (
@@ -42,6 +46,7 @@ RULES = (
     "COORD-LEASE",
     "COORD-IN-DOUBT",
     "COORD-EVIDENCE",
+    "COORD-QUOTE",
 )
 OTHER_PLAN = digest({"another": "plan"})
 
@@ -103,6 +108,14 @@ def _lapsed_before_final(trip: Trip) -> Outcome:
     return trip.run(links={CALENDAR: Late(trip.links[CALENDAR], trip.clock, 21 * 60)})
 
 
+def _forged_estimate(trip: Trip) -> Outcome:
+    """The airline signs bob's chain estimate: auto mode may not rest on it."""
+    key = trip.world.keys[AIRLINE]
+    plan = trip.plan(mode="auto")
+    answer = ScriptedAnswer(ApprovalDecision.APPROVE, APPROVER, after_votes=False)
+    return trip.run(plan, answer, forge=lambda gateway: ForgeEstimate(gateway, key))
+
+
 def _lost_answers(trip: Trip) -> Outcome:
     return trip.run(links={PAYMENTS: LossyLink(trip.links[PAYMENTS], {"commit": 2})})
 
@@ -147,6 +160,8 @@ CASES = [
         "TXN-OUTCOME",
     ),
     Planted("lost-answers", "COORD-IN-DOUBT", _lost_answers, COMMITTED, ABORTED, None),
+    Planted("quote-changed", "COORD-QUOTE", quote_changed, ABORTED, COMMITTED, None),
+    Planted("forged-estimate", "COORD-SIGNER", _forged_estimate, ABORTED, COMMITTED, "TXN-SIGNER"),
 ]
 
 
@@ -159,7 +174,7 @@ def test_planted_case_is_refused_and_goes_through_with_its_check_off(
     trip: Trip, case: Planted
 ) -> None:
     """[COORD-SIGNER] [COORD-DIGEST] [COORD-DEADLINE] [COORD-LEASE] [COORD-IN-DOUBT]
-    [COORD-EVIDENCE]."""
+    [COORD-EVIDENCE] [COORD-QUOTE]."""
     assert case.run(trip).state is case.refused
     with unsafe_switched_off(case.check, *case.also):
         let_by = case.run(trip)

@@ -17,7 +17,7 @@ import itertools
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 from hatp.clock import ManualClock
@@ -41,6 +41,8 @@ class ScriptedAnswer:
     approver: str
     after_seconds: float = 0.0
     never: bool = False
+    #: Wait for every branch's vote first (parallel mode); approval-first asks before any.
+    after_votes: bool = True
 
 
 APPROVER = "human://acme.com/bob"
@@ -120,12 +122,13 @@ class Forge(Relay):
 
 
 class NoRenew(Relay):
-    """A link that loses every renew on the way there: the hold keeps its first lease."""
+    """A link that loses every renew (and replace) on the way there: the hold keeps its
+    first lease, and once lost stays lost."""
 
     async def relay(self, method: str, call: Callable[[], Awaitable[T]]) -> T:
-        if method == "renew":
+        if method in ("renew", "replace"):
             raise ParticipantUnavailable(
-                f"the renew to {self.participant_id} was lost on the way",
+                f"the {method} to {self.participant_id} was lost on the way",
                 participant=self.participant_id,
             )
         return await call()
@@ -190,11 +193,32 @@ class ForgeApproval:
     async def withdraw(self, ask_id: str, reason: str) -> None:
         await self.inner.withdraw(ask_id, reason)
 
+    async def ask_question(self, question: Mapping[str, Any]) -> dict[str, Any]:
+        return await self.inner.ask_question(question)
+
+    async def estimate(self, request: ApprovalRequest) -> dict[str, Any]:
+        return await self.inner.estimate(request)
+
+    async def tighten(self, ask_id: str, decide_by: datetime) -> dict[str, Any]:
+        return self._forge(await self.inner.tighten(ask_id, decide_by))
+
     def _forge(self, answer: dict[str, Any]) -> dict[str, Any]:
         if answer.get("kind") != "approval":
             return answer
         unsigned = {k: v for k, v in answer.items() if k != "signature"}
         return sign({**unsigned, **self._changes}, self._key)
+
+
+class ForgeEstimate(ForgeApproval):
+    """An attacker before the coordinator: re-signs each chain estimate with ``key``."""
+
+    async def estimate(self, request: ApprovalRequest) -> dict[str, Any]:
+        estimate = await self.inner.estimate(request)
+        unsigned = {k: v for k, v in estimate.items() if k != "signature"}
+        return sign({**unsigned, **self._changes}, self._key)
+
+    def _forge(self, answer: dict[str, Any]) -> dict[str, Any]:
+        return answer
 
 
 class Desk:
@@ -229,7 +253,8 @@ class Desk:
 
     async def _respond(self, notice: Notice, responder: Responder) -> None:
         trip, answer = self._trip, self._answer
-        await trip.votes.wait(notice.payload["txnId"], 4)
+        if answer.after_votes:
+            await trip.votes.wait(notice.payload["txnId"], 4)
         if self._meanwhile is not None:
             self._meanwhile()
         if answer.after_seconds:

@@ -76,7 +76,7 @@ Make = Callable[[TxnBuilder], dict[str, Any]]
 
 
 def committed_on(make: Make, plan: dict[str, Any] | None = None) -> dict[str, Any]:
-    """A committed trip whose finance approval (event 5) is ``make(builder)``."""
+    """A committed trip whose finance approval (event 6) is ``make(builder)``."""
     b = TxnBuilder(plan).voted(approval=None)
     b.approved(approval=make(b)).decided("commit").committed(*COMMIT_ORDER)
     return b.outcome("committed").sealed()
@@ -145,7 +145,7 @@ def test_a_pending_answer_signed_by_the_coordinator_fails_TXN_SIGNER() -> None:
     b = TxnBuilder().voted(approval=None)
     b.pending_asked(pending=b.pending(by=COORDINATOR)).approved().decided("commit")
     (finding,) = only("TXN-SIGNER", b.committed(*COMMIT_ORDER).outcome("committed").sealed())
-    assert finding.event == 5 and "body.pending" in finding.detail
+    assert finding.event == 6 and "body.pending" in finding.detail
 
 
 def test_a_pending_answer_for_another_group_or_plan_fails_TXN_DIGEST() -> None:
@@ -155,7 +155,7 @@ def test_a_pending_answer_for_another_group_or_plan_fails_TXN_DIGEST() -> None:
     b.pending_asked("legal", pending=b.pending(groupId="legal"))
     b.approved().decided("commit").committed(*COMMIT_ORDER)
     found = only("TXN-DIGEST", b.outcome("committed").sealed())
-    assert [f.event for f in found] == [5, 6]
+    assert [f.event for f in found] == [6, 7]
     assert "groupId 'legal', not 'finance'" in found[0].detail
     assert "'legal', which is not in the plan" in found[1].detail
 
@@ -169,7 +169,7 @@ def test_a_vote_edited_after_signing_fails_TXN_VOTE_SIGNED() -> None:
         lambda b: b.approval(votes=[{**b.vote(ALICE, "reject"), "decision": "approve"}])
     )
     (finding,) = only("TXN-VOTE-SIGNED", record)
-    assert finding.event == 5 and "BAD_SIGNATURE" in finding.detail
+    assert finding.event == 6 and "BAD_SIGNATURE" in finding.detail
     with unsafe_switched_off("TXN-VOTE-SIGNED"):
         assert verify_record(record, ring()).ok
 

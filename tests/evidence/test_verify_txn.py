@@ -82,8 +82,8 @@ def test_pass_details_say_what_was_checked() -> None:
     """A pass names what it counted, so a rule that ran differs from one that did not."""
     details = {f.rule: f.detail for f in verify_record(committed_trip(), keyring()).findings}
     assert "4 branches" in details["TXN-PLAN"]
-    assert details["TXN-SIGNER"].startswith("9 receipts and approvals verify")
-    assert "event 6" in details["TXN-DECIDED"]
+    assert details["TXN-SIGNER"].startswith("12 signed receipts, approvals, quotes and estimates")
+    assert "event 7" in details["TXN-DECIDED"]
 
 
 def test_every_txn_rule_is_in_the_spec() -> None:
@@ -119,10 +119,10 @@ def test_record_filed_under_another_transaction_fails_TXN_PLAN() -> None:
 def test_second_planned_event_fails_TXN_PLAN() -> None:
     """[TXN-PLAN] Only event 0 states the plan."""
     b = TxnBuilder().voted()
-    b.planned()
+    b.planned(mode=False)
     record = b.decided("commit").committed(*COMMIT_ORDER).outcome("committed").sealed()
     (finding,) = only("TXN-PLAN", record)
-    assert finding.event == 6
+    assert finding.event == 7
 
 
 def test_unreadable_plan_fails_TXN_PLAN_and_leaves_the_plan_rules_absent() -> None:
@@ -160,7 +160,7 @@ def test_vote_for_another_plan_fails_TXN_DIGEST() -> None:
         b.prepared(branch_id)
     b.approved().decided("commit").committed(*COMMIT_ORDER).outcome("committed")
     (finding,) = only("TXN-DIGEST", b.sealed())
-    assert finding.event == 1
+    assert finding.event == 2
     assert other in finding.detail
 
 
@@ -170,7 +170,7 @@ def test_receipt_from_another_transaction_fails_TXN_DIGEST() -> None:
     b.committed("calendar", "pay", "flight")
     b.phase2("txn.committed", "hotel", b.outcome_receipt("hotel", "commit", txnId="txn-old-77"))
     (finding,) = only("TXN-DIGEST", b.outcome("committed").sealed())
-    assert finding.event == 10 and "txn-old-77" in finding.detail
+    assert finding.event == 11 and "txn-old-77" in finding.detail
 
 
 def test_event_naming_another_plan_fails_TXN_DIGEST() -> None:
@@ -178,7 +178,7 @@ def test_event_naming_another_plan_fails_TXN_DIGEST() -> None:
     b = voted_and_decided().committed(*COMMIT_ORDER)
     b.event("txn.outcome", state="committed", planDigest=digest({"another": "plan"}))
     (finding,) = only("TXN-DIGEST", b.sealed())
-    assert finding.event == 11
+    assert finding.event == 12
 
 
 def test_receipt_filed_under_another_branch_fails_TXN_DIGEST() -> None:
@@ -199,7 +199,7 @@ def test_unknown_branch_or_group_fails_TXN_DIGEST() -> None:
     b.event("txn.approval", groupId="legal", approval=None, problem="nobody answered")
     b.decided("commit").committed(*COMMIT_ORDER).outcome("committed")
     found = only("TXN-DIGEST", b.sealed())
-    assert [f.event for f in found] == [6, 7]
+    assert [f.event for f in found] == [7, 8]
 
 
 def test_planless_abort_after_a_yes_vote_fails_TXN_DIGEST() -> None:
@@ -208,7 +208,7 @@ def test_planless_abort_after_a_yes_vote_fails_TXN_DIGEST() -> None:
     b.phase2("txn.aborted", "flight", b.outcome_receipt("flight", "abort", planDigest=None))
     b.aborted("hotel", "calendar", "pay").outcome("aborted")
     (finding,) = only("TXN-DIGEST", b.sealed())
-    assert finding.event == 7 and "None" in finding.detail
+    assert finding.event == 8 and "None" in finding.detail
 
 
 # --- TXN-SIGNER --------------------------------------------------------------------
@@ -220,7 +220,7 @@ def test_vote_forged_by_the_coordinator_fails_TXN_SIGNER() -> None:
     b.prepared("hotel", receipt=b.prepare_receipt("hotel", by=COORDINATOR))
     b.prepared("calendar").prepared("pay").approved().decided("commit")
     (finding,) = only("TXN-SIGNER", b.committed(*COMMIT_ORDER).outcome("committed").sealed())
-    assert finding.event == 2
+    assert finding.event == 3
     assert f"signed by {COORDINATOR!r}" in finding.detail and HOTEL in finding.detail
 
 
@@ -229,7 +229,7 @@ def test_receipt_signed_by_another_participant_fails_TXN_SIGNER() -> None:
     b = voted_and_decided().committed("calendar", "pay")
     b.phase2("txn.committed", "flight", b.outcome_receipt("flight", "commit", by=HOTEL))
     (finding,) = only("TXN-SIGNER", b.committed("hotel").outcome("committed").sealed())
-    assert finding.event == 9 and AIRLINE in finding.detail
+    assert finding.event == 10 and AIRLINE in finding.detail
 
 
 def _renewed(b: TxnBuilder, branch_id: str, *, by: str | None = None, **change: Any) -> None:
@@ -260,7 +260,7 @@ def test_renewal_signed_by_another_participant_fails_TXN_SIGNER() -> None:
     _renewed(b, "flight", by=HOTEL)
     b.approved().decided("commit").committed(*COMMIT_ORDER).outcome("committed")
     (finding,) = only("TXN-SIGNER", b.sealed())
-    assert finding.event == 5 and AIRLINE in finding.detail
+    assert finding.event == 6 and AIRLINE in finding.detail
 
 
 def test_renewal_for_another_plan_fails_TXN_DIGEST() -> None:
@@ -269,7 +269,7 @@ def test_renewal_for_another_plan_fails_TXN_DIGEST() -> None:
     _renewed(b, "flight", planDigest=digest({"another": "plan"}))
     b.approved().decided("commit").committed(*COMMIT_ORDER).outcome("committed")
     (finding,) = only("TXN-DIGEST", b.sealed())
-    assert finding.event == 5
+    assert finding.event == 6
 
 
 def test_receipt_naming_another_participant_fails_TXN_SIGNER() -> None:
@@ -287,7 +287,7 @@ def test_approval_flipped_after_signing_fails_TXN_SIGNER() -> None:
     approval = {**b.approval(decision="reject"), "decision": "approve"}
     b.approved(approval=approval).decided("commit").committed(*COMMIT_ORDER)
     (finding,) = only("TXN-SIGNER", b.outcome("committed").sealed())
-    assert finding.event == 5 and "BAD_SIGNATURE" in finding.detail
+    assert finding.event == 6 and "BAD_SIGNATURE" in finding.detail
 
 
 def test_approval_signed_by_someone_but_its_gateway_fails_TXN_SIGNER() -> None:
@@ -317,7 +317,7 @@ def test_wrong_kind_or_missing_receipt_fails_TXN_SIGNER() -> None:
     b.phase2("txn.committed", "hotel", b.outcome_receipt("hotel", "abort"))
     b.event("txn.committed", branchId="hotel", receipt=None)
     found = failures(b.outcome("committed").sealed())
-    assert [f.event for f in found["TXN-SIGNER"]] == [10, 11]
+    assert [f.event for f in found["TXN-SIGNER"]] == [11, 12]
     assert "kind 'abort'" in found["TXN-SIGNER"][0].detail
     assert "missing" in found["TXN-SIGNER"][1].detail
 
@@ -330,21 +330,21 @@ def test_commit_before_the_decision_fails_TXN_DECIDED() -> None:
     b = TxnBuilder().voted().committed("calendar").decided("commit")
     b.committed("pay", "flight", "hotel").outcome("committed")
     (finding,) = only("TXN-DECIDED", b.sealed())
-    assert finding.event == 6 and "before the decision" in finding.detail
+    assert finding.event == 7 and "before the decision" in finding.detail
 
 
 def test_outcome_without_a_decision_fails_TXN_DECIDED() -> None:
     """[TXN-DECIDED] A record with an outcome but no decision."""
     b = TxnBuilder().voted().committed(*COMMIT_ORDER).outcome("committed")
     found = only("TXN-DECIDED", b.sealed())
-    assert [f.event for f in found] == [6, 7, 8, 9, 10]
+    assert [f.event for f in found] == [7, 8, 9, 10, 11]
 
 
 def test_second_or_bad_decision_fails_TXN_DECIDED() -> None:
     """[TXN-DECIDED] Exactly one decision, commit or abort."""
     b = TxnBuilder().voted().decided("commit").decided("commit")
     (finding,) = only("TXN-DECIDED", b.committed(*COMMIT_ORDER).outcome("committed").sealed())
-    assert finding.event == 7
+    assert finding.event == 8
     b = TxnBuilder().voted().decided("maybe").aborted(*BRANCHES).outcome("aborted")
     (finding,) = only("TXN-DECIDED", b.sealed())
     assert "'maybe'" in finding.detail
@@ -357,7 +357,7 @@ def test_commit_without_the_approval_fails_TXN_VOTES() -> None:
     """[TXN-VOTES] Finance never answered; the coordinator committed anyway."""
     b = voted_and_decided(approval=None).committed(*COMMIT_ORDER).outcome("committed")
     (finding,) = only("TXN-VOTES", b.sealed())
-    assert finding.event == 5 and "'finance'" in finding.detail
+    assert finding.event == 6 and "'finance'" in finding.detail
 
 
 def test_commit_on_a_late_approval_fails_TXN_VOTES() -> None:
@@ -386,7 +386,7 @@ def test_votes_logged_after_the_decision_fail_TXN_VOTES() -> None:
         b.prepared(branch_id)
     b.approved().committed(*COMMIT_ORDER).outcome("committed")
     found = only("TXN-VOTES", b.sealed())
-    assert len(found) == 5 and {f.event for f in found} == {1}
+    assert len(found) == 5 and {f.event for f in found} == {2}
 
 
 # --- TXN-ORDER, TXN-FINAL ----------------------------------------------------------
@@ -396,7 +396,7 @@ def test_holds_committed_before_the_final_step_fail_TXN_ORDER() -> None:
     """[TXN-ORDER] The holds converted before the card was charged."""
     b = voted_and_decided().committed("calendar", "flight", "hotel", "pay")
     found = only("TXN-ORDER", b.outcome("committed").sealed())
-    assert [f.event for f in found] == [10]
+    assert [f.event for f in found] == [11]
     assert "final branch 'pay' after hold branch 'hotel'" in found[0].detail
 
 
@@ -404,7 +404,7 @@ def test_final_step_committed_twice_fails_TXN_FINAL() -> None:
     """[TXN-FINAL] The card captured twice."""
     b = voted_and_decided().committed("calendar", "pay", "pay", "flight", "hotel")
     (finding,) = only("TXN-FINAL", b.outcome("committed").sealed())
-    assert finding.event == 9 and "already committed at event 8" in finding.detail
+    assert finding.event == 10 and "already committed at event 9" in finding.detail
 
 
 # --- TXN-AFTER-ABORT ---------------------------------------------------------------
@@ -415,8 +415,8 @@ def test_commit_after_unwinding_began_fails_TXN_AFTER_ABORT() -> None:
     b = voted_and_decided().committed("calendar", "pay").unwinding("hotel")
     b.committed("flight", "hotel").outcome("committed")
     found = only("TXN-AFTER-ABORT", b.sealed())
-    assert [f.event for f in found] == [10, 11]
-    assert "unwinding began at event 9" in found[0].detail
+    assert [f.event for f in found] == [11, 12]
+    assert "unwinding began at event 10" in found[0].detail
 
 
 def test_commit_after_an_abort_decision_fails_TXN_AFTER_ABORT() -> None:
@@ -424,7 +424,7 @@ def test_commit_after_an_abort_decision_fails_TXN_AFTER_ABORT() -> None:
     b = TxnBuilder().voted(approval="reject").decided("abort")
     b.committed(*COMMIT_ORDER).outcome("committed")
     found = failures(b.sealed())
-    assert [f.event for f in found["TXN-AFTER-ABORT"]] == [7, 8, 9, 10]
+    assert [f.event for f in found["TXN-AFTER-ABORT"]] == [8, 9, 10, 11]
 
 
 # --- TXN-OUTCOME -------------------------------------------------------------------
@@ -434,7 +434,7 @@ def test_committed_without_every_commit_receipt_fails_TXN_OUTCOME() -> None:
     """[TXN-OUTCOME] The outcome says committed; the hotel was never committed."""
     b = voted_and_decided().committed("calendar", "pay", "flight").outcome("committed")
     (finding,) = only("TXN-OUTCOME", b.sealed())
-    assert finding.event == 10 and "'hotel' has no commit receipt" in finding.detail
+    assert finding.event == 11 and "'hotel' has no commit receipt" in finding.detail
 
 
 def test_aborted_with_an_effect_left_behind_fails_TXN_OUTCOME() -> None:
@@ -442,20 +442,20 @@ def test_aborted_with_an_effect_left_behind_fails_TXN_OUTCOME() -> None:
     b = voted_and_decided().committed("calendar").unwinding("pay")
     b.aborted("pay", "flight", "hotel").outcome("aborted")
     (finding,) = only("TXN-OUTCOME", b.sealed())
-    assert finding.event == 7 and "no compensate receipt follows" in finding.detail
+    assert finding.event == 8 and "no compensate receipt follows" in finding.detail
     b = voted_and_decided().committed("calendar", "pay").unwinding("flight")
     b.compensated("calendar").aborted("flight", "hotel").outcome("aborted")
     (finding,) = only("TXN-OUTCOME", b.sealed())
-    assert finding.event == 8 and "final effect stays" in finding.detail
+    assert finding.event == 9 and "final effect stays" in finding.detail
 
 
 def test_missing_extra_late_or_unknown_outcome_fails_TXN_OUTCOME() -> None:
     """[TXN-OUTCOME] Exactly one outcome, committed or aborted, last before the seal."""
     rejected = TxnBuilder().voted(approval="reject").decided("abort").aborted(*BRANCHES)
-    assert only("TXN-OUTCOME", rejected.sealed())[0].event == 10
+    assert only("TXN-OUTCOME", rejected.sealed())[0].event == 11
     b = TxnBuilder().voted(approval="reject").decided("abort").aborted(*BRANCHES)
     b.outcome("aborted").outcome("aborted")
-    assert only("TXN-OUTCOME", b.sealed())[0].event == 12
+    assert only("TXN-OUTCOME", b.sealed())[0].event == 13
     b = TxnBuilder().voted(approval="reject").decided("abort").aborted(*BRANCHES)
     b.outcome("aborted").event("txn.in-doubt", branchId="pay", attempt=1, detail="late")
     assert "not the last event" in only("TXN-OUTCOME", b.sealed())[0].detail
@@ -467,7 +467,7 @@ def test_committed_yet_a_branch_undone_fails_TXN_OUTCOME() -> None:
     """[TXN-OUTCOME] A committed outcome has no compensated or aborted branch."""
     b = voted_and_decided().committed(*COMMIT_ORDER).compensated("calendar")
     (finding,) = only("TXN-OUTCOME", b.outcome("committed").sealed())
-    assert finding.event == 11
+    assert finding.event == 12
 
 
 # --- the rules are what refuse ----------------------------------------------------
@@ -507,4 +507,4 @@ def test_every_step_of_a_committed_trip_is_needed(dropped: str) -> None:
 def test_detail_names_the_event_position() -> None:
     b = voted_and_decided().committed("calendar", "flight", "hotel", "pay")
     (finding,) = only("TXN-ORDER", b.outcome("committed").sealed())
-    assert re.match(r"event 10 \(txn\.committed\)", finding.detail)
+    assert re.match(r"event 11 \(txn\.committed\)", finding.detail)

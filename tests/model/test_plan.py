@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from hatp.errors import PLAN_REASONS, PlanInvalid, VersionUnsupported, error_from_dict
 from hatp.evidence import digest
-from hatp.model import COMMIT_ORDER, Plan, Tier, parse_plan
+from hatp.model import COMMIT_ORDER, Amount, Mode, Plan, Tier, parse_plan
 
 
 def _branch(branch_id: str, tier: str, value: str | None, **extra: Any) -> dict[str, Any]:
@@ -165,6 +165,33 @@ CASES: list[tuple[str, str, Callable[[dict[str, Any]], object], str]] = [
         lambda d: d["branches"][3]["amount"].update(value="100.00"),
         "/branches/3/amount",
     ),
+    ("PLAN-MODE", "UNKNOWN_MODE", lambda d: d.update(mode="sometimes"), "/mode"),
+    (
+        "PLAN-RECOVERY",
+        "RECOVERY_INCOMPLETE",
+        lambda d: d.update(recovery={"offSessionReauth": {"consented": True, "mandate": "pm_1"}}),
+        "/recovery/offSessionReauth",
+    ),
+    (
+        "PLAN-RECOVERY",
+        "RECOVERY_INCOMPLETE",
+        lambda d: d.update(
+            recovery={
+                "offSessionReauth": {
+                    "consented": False,
+                    "upTo": {"value": "730.00", "currency": "USD"},
+                    "mandate": None,
+                }
+            }
+        ),
+        "/recovery/offSessionReauth",
+    ),
+    (
+        "PLAN-SHAPE",
+        "SHAPE",
+        lambda d: d.update(escalation={"leadSeconds": -1}),
+        "/escalation/leadSeconds",
+    ),
     ("PLAN-SHAPE", "SHAPE", lambda d: d.pop("deadlines"), "/deadlines"),
     ("PLAN-SHAPE", "SHAPE", lambda d: d.update(total="730"), "/total"),
     ("PLAN-SHAPE", "SHAPE", lambda d: d.update(initiator="human://acme.com/eve"), "/initiator"),
@@ -183,7 +210,7 @@ def test_a_plan_breaking_a_rule_is_refused_with_its_reason_and_where(
     rule: str, reason: str, edit: Callable[[dict[str, Any]], object], where: str
 ) -> None:
     """[PLAN-FINAL] [PLAN-DECIMAL] [PLAN-NEGATIVE] [PLAN-TOLERANCE] [PLAN-TIER]
-    [PLAN-BRANCH-ID] [PLAN-SETTLES] [PLAN-SHAPE]"""
+    [PLAN-BRANCH-ID] [PLAN-SETTLES] [PLAN-MODE] [PLAN-RECOVERY] [PLAN-SHAPE]"""
     error = _refusal(edit)
     assert error.code == "PLAN_INVALID"
     assert error.reason == reason, error.message
@@ -191,6 +218,33 @@ def test_a_plan_breaking_a_rule_is_refused_with_its_reason_and_where(
     assert error.data["where"] == where, error.message
     assert not re.search(r"\{[a-z_]+\}", error.message), "a message template was not filled in"
     assert error_from_dict(error.to_dict()).to_dict() == error.to_dict()
+
+
+def test_the_mode_escalation_and_recovery_are_part_of_what_is_signed() -> None:
+    """An absent mode is auto; a consented recovery carries its cap and mandate."""
+    plan = parse_plan(GOOD)
+    assert plan.mode is Mode.AUTO
+    assert plan.to_wire()["mode"] == "auto"
+    assert plan.to_wire()["escalation"] is None and plan.to_wire()["recovery"] is None
+    richer = copy.deepcopy(GOOD)
+    richer.update(
+        mode="approval-first",
+        escalation={"address": "human://acme.com/ops", "leadSeconds": 7200},
+        recovery={
+            "offSessionReauth": {
+                "consented": True,
+                "upTo": {"value": "800.00", "currency": "USD"},
+                "mandate": "pm_saved_1",
+            }
+        },
+    )
+    parsed = parse_plan(richer)
+    assert parsed.mode is Mode.APPROVAL_FIRST
+    assert parsed.escalation is not None and parsed.escalation.lead_seconds == 7200
+    assert parsed.recovery is not None
+    assert parsed.recovery.off_session_reauth.up_to == Amount(value="800.00", currency="USD")
+    assert digest(parsed.to_wire()) != digest(plan.to_wire())
+    assert parse_plan(parsed.to_wire()) == parsed
 
 
 def test_every_reason_but_the_participants_own_has_a_case_here() -> None:

@@ -16,7 +16,15 @@ import sqlalchemy as sa
 from hatp.clock import Clock
 from hatp.evidence import Keyring, SigningKey
 from hatp.model import Amount, Plan, Preconditions, Tier, parse_plan
-from hatp.participant import Committed, Operation, ParticipantServer, Prepared, Refuse, Work
+from hatp.participant import (
+    Committed,
+    Operation,
+    ParticipantServer,
+    Prepared,
+    Quoted,
+    Refuse,
+    Work,
+)
 from hatp.store import Store
 
 T = TypeVar("T")
@@ -90,6 +98,20 @@ class HoldSeat(Operation):
             data={"seat": seat},
         )
 
+    def quote(self, work: Work) -> Quoted:
+        """The seat's fare, good for five minutes; free or not (a quote holds nothing)."""
+        seat = work.branch.args["seat"]
+        row = work.conn.execute(sa.select(seats).where(seats.c.seat == seat)).one_or_none()
+        if row is None:
+            raise Refuse("NO_SUCH_SEAT", f"there is no seat {seat}")
+        if work.branch.args.get("write_in_quote"):  # a careless operation: holds while quoting
+            work.conn.execute(
+                seats.update()
+                .where(seats.c.seat == seat)
+                .values(status="held", holder=holder(work))
+            )
+        return Quoted(cost=Amount(value=row.price, currency=row.currency), valid_seconds=300)
+
     def commit(self, work: Work) -> Committed:
         seat = self._seat(work)
         work.conn.execute(seats.update().where(seats.c.seat == seat).values(status="ticketed"))
@@ -162,6 +184,11 @@ class Charge(Operation):
             cost=Amount(value=cost["value"], currency=cost["currency"]),
             preconditions=Preconditions(versions={}, scope="card:charge"),
         )
+
+    def quote(self, work: Work) -> Quoted:
+        """The cost asked for; it does not expire."""
+        cost = work.branch.args["cost"]
+        return Quoted(cost=Amount(value=cost["value"], currency=cost["currency"]))
 
     def commit(self, work: Work) -> Committed:
         cost = work.branch.args["cost"]

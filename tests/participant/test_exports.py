@@ -13,6 +13,7 @@ def test_exported_members_exist_and_nothing_else_is_public() -> None:
         "Participant",
         "ParticipantServer",
         "Prepared",
+        "Quoted",
         "Refuse",
         "Relay",
         "Work",

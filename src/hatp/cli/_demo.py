@@ -27,6 +27,7 @@ from hatp.demo.gated import run_gated
 from hatp.demo.scenarios import SCENARIOS, DemoRun, run_scenario
 from hatp.evidence import verify_record
 from hatp.gateway import Channel, TerminalChannel
+from hatp.model import TxnState
 
 
 @app.command("demo")
@@ -111,6 +112,11 @@ def _show(run: DemoRun) -> bool:
         f"outcome [bold]{state}[/]; every ledger shows "
         + ("the whole effect or none" if all_or_none else "[red]a partial effect[/]")
     )
+    if run.outcome.state is TxnState.NEEDS_RECOVERY:
+        err.print(
+            "[yellow]not whole[/]: the final step ran after holds lapsed; they were released, "
+            "and a linked transaction was offered to a person, not run"
+        )
     err.print(f"wrote {run.folder / 'record.json'} and {run.folder / 'keyring.json'}")
     err.print(
         f"check it yourself: hatp verify {run.folder / 'record.json'} "

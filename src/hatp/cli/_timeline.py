@@ -80,8 +80,55 @@ def _phase2(verb: str, colour: str) -> _Line:
     return line
 
 
+def _mode(body: Mapping[str, Any], _: str) -> tuple[str, str]:
+    chosen = f"mode [bold]{body['chosen']}[/]"
+    if body.get("worstSeconds") is None:
+        return "coordinator", f"{chosen} (asked for {body['requested']})"
+    return "coordinator", (
+        f"{chosen}: asking can take {body['worstSeconds']:g} s along the escalation chain, "
+        f"+{body['commitSeconds']:g} s to commit, against {body['shortestHoldSeconds']:g} s "
+        f"for the shortest hold ({body['basis']})"
+    )
+
+
+def _holds(body: Mapping[str, Any]) -> str:
+    return ", ".join(
+        f"{h['branchId']} {'live' if h['live'] else '[red]lapsed[/]'}" for h in body["holds"]
+    )
+
+
 _LINES: dict[str, _Line] = {
+    TxnEvent.MODE: _mode,
     TxnEvent.PREPARED: _prepared,
+    TxnEvent.REPLACED: lambda b, who: (
+        who,
+        f"[yellow]placed again[/] {b['branchId']} (the hold was lost; nobody asked twice)"
+        if b.get("problem") is None
+        else f"[red]could not place {b['branchId']} again[/]: {b['problem']}",
+    ),
+    TxnEvent.RENEWED: lambda b, who: (
+        who,
+        f"renewed {b['branchId']} until {b['receipt']['leaseExpiresAt'][11:19]}",
+    ),
+    TxnEvent.DEADLINE: lambda b, _: (
+        "coordinator",
+        f"approval deadline moved to {b['approveBy'][11:19]} to fit inside {b['basis']}",
+    ),
+    TxnEvent.ESCALATED: lambda b, _: (
+        "coordinator",
+        f"[yellow]escalated[/] the in-doubt {b['branchId']} to {b['to']} before the holds "
+        f"end at {(b['firstHoldEnds'] or '')[11:19]}; still asking",
+    ),
+    TxnEvent.LATE_ANSWER: lambda b, _: (
+        "coordinator",
+        f"[yellow]late answer[/] from {b['branchId']}: {_holds(b)}",
+    ),
+    TxnEvent.RECOVERY_OFFERED: lambda b, _: (
+        "coordinator",
+        f"recovery offered, not performed: {b['linkedTxnId']} places "
+        f"{', '.join(b['lapsed'])} again "
+        + ("with the payer present" if b["payerPresent"] else "off-session"),
+    ),
     TxnEvent.PENDING: _pending,
     TxnEvent.APPROVAL: _approval,
     TxnEvent.DECIDED: lambda b, _: (
@@ -128,7 +175,7 @@ def print_timeline(record: Mapping[str, Any], console: Console) -> None:
             render = _LINES.get(kind)
             party = parties.get(str(body.get("branchId", body.get("groupId"))), "?")
             who, text = render(body, party) if render else ("?", kind)
-        console.print(f"  +{offset:7.3f}s  {who:<12} {text}", soft_wrap=True)
+        console.print(f"  +{offset:8.3f}s  {who:<12} {text}", soft_wrap=True)
 
 
 def _planned(plan: Plan) -> str:

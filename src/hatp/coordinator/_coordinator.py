@@ -1,9 +1,12 @@
 """The two-phase-commit coordinator.
 
-Phase 1 prepares every branch and asks every approval group at once; any no,
+Phase 1 first chooses its mode ([COORD-MODE], :mod:`hatp.coordinator._modes`):
+parallel prepares every branch and asks every approval group at once;
+approval-first asks for quoted prices first and prepares after. Any no,
 rejection, problem or a missed deadline decides abort. While it waits, the
-prepared holds are renewed, and the deadline is ``decideBy`` shrunk to fit
-inside the holds (``approveBy``, see :mod:`hatp.coordinator._holds`). The
+prepared holds are renewed (a lost one is placed again), and the deadline is
+``decideBy`` shrunk to fit inside the holds (``approveBy``, see
+:mod:`hatp.coordinator._holds`). The
 decision, with every vote and approval it rests on, is durable in the
 decision log before phase 2 starts. Phase 2 commits the compensate steps, then the one final
 step, then the holds. A refused compensate or final commit unwinds: undo what
@@ -24,7 +27,7 @@ import contextlib
 import os
 import socket
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -32,17 +35,20 @@ from typing import Any
 from hatp import _checks
 from hatp._faults import fault_point
 from hatp.clock import Clock, format_time, parse_time
+from hatp.coordinator._escalation import Escalator
 from hatp.coordinator._gateway import ApprovalRequest, Gateway
 from hatp.coordinator._holds import HoldKeeper, approve_by, deadline_body
+from hatp.coordinator._modes import ModeChooser
 from hatp.coordinator._phase2 import Phase2
 from hatp.coordinator._txn import TxnRun
-from hatp.coordinator._vetting import vet_approval, vet_pending, vet_prepare
+from hatp.coordinator._vetting import describe, vet_approval, vet_pending, vet_vote
 from hatp.errors import PlanInvalid, StaleFence
 from hatp.evidence import Keyring, RecordWriter, SigningKey, digest
 from hatp.model import (
     ApprovalGroup,
     Branch,
     Decision,
+    Mode,
     Plan,
     Tier,
     TxnEvent,
@@ -95,11 +101,14 @@ class Coordinator:
         lease_seconds: how long an ownership lease lasts without renewal.
         call_timeout: seconds to wait for one participant call.
         retry_delay: first wait before retrying a call that got no answer (doubling).
+        retry_cap: the longest wait between retries.
         max_attempts: attempts per phase-2 call before leaving the transaction open.
         poll_seconds: how long one poll of a pending ask waits on the gateway
             (it returns early when the ask is decided).
         commit_allowance: seconds kept between the approval deadline and the
-            first hold's horizon, for phase 2 to commit in [COORD-APPROVE-BY].
+            first hold's horizon, for phase 2 to commit in [COORD-APPROVE-BY];
+            also the commit time the mode choice allows for [COORD-MODE].
+        max_replacements: how many times one lost hold is placed again [COORD-REPLACE].
     """
 
     def __init__(
@@ -116,9 +125,11 @@ class Coordinator:
         lease_seconds: float = 30.0,
         call_timeout: float = 10.0,
         retry_delay: float = 0.05,
+        retry_cap: float = 2.0,
         max_attempts: int = 20,
         poll_seconds: float = 30.0,
         commit_allowance: float = 5.0,
+        max_replacements: int = 2,
     ) -> None:
         self.coordinator_id = coordinator_id
         self.owner = owner or f"{socket.gethostname()}/{os.getpid()}/{uuid.uuid4().hex[:8]}"
@@ -138,6 +149,14 @@ class Coordinator:
             keyring=keyring,
             clock=clock,
             call_timeout=call_timeout,
+            max_replacements=max_replacements,
+        )
+        self._modes = ModeChooser(
+            participants=self._participants,
+            gateway=gateway,
+            keyring=keyring,
+            call_timeout=call_timeout,
+            commit_allowance=commit_allowance,
         )
         self._phase2 = Phase2(
             key=key,
@@ -147,7 +166,12 @@ class Coordinator:
             clock=clock,
             call_timeout=call_timeout,
             retry_delay=retry_delay,
+            retry_cap=retry_cap,
             max_attempts=max_attempts,
+            holds=self._holds,
+            escalator=Escalator(
+                key=key, gateway=gateway, clock=clock, commit_allowance=commit_allowance
+            ),
         )
 
     async def run(self, plan: Plan | Mapping[str, Any]) -> Outcome:
@@ -285,9 +309,8 @@ class Coordinator:
     async def _decide(self, run: TxnRun) -> None:
         """Phase 1, then the durable decision."""
         problem = await self._phase1(run)
-        if problem is None and (lapsed := run.lapsed_hold(self._clock.now())):
-            branch_id, lease = lapsed
-            problem = f"{branch_id}: the hold's lease ended at {lease} before the decision"
+        if problem is None:
+            problem = await self._relive_lapsed(run)
         decision = Decision.ABORT if problem else Decision.COMMIT
         run.reason = problem or "every branch voted yes and every approval group approved"
         run.note(self._key, TxnEvent.DECIDED, decision=decision.value, reason=run.reason)
@@ -295,38 +318,93 @@ class Coordinator:
         run.flush(self._log, state=state, decision=decision)
         fault_point("log.decided")
 
-    async def _phase1(self, run: TxnRun) -> str | None:
-        """Prepare every branch and ask every group at once; return the first problem.
+    async def _relive_lapsed(self, run: TxnRun) -> str | None:
+        """Place again every hold whose lease ended before the decision [COORD-REPLACE];
+        return the problem if one cannot be, or lapsed still [COORD-LEASE]."""
+        while lapsed := run.lapsed_hold(self._clock.now()):
+            branch_id, lease = lapsed
+            problem = await self._holds.replace(run, run.plan.branch(branch_id))
+            if problem is not None:
+                ended = f"the hold's lease ended at {lease} before the decision"
+                return f"{branch_id}: {ended}, and {problem}"
+        return None
 
-        Each prepared hold is renewed while the approvals are awaited
-        [COORD-RENEW], and phase 1 ends at the approval deadline, which
-        shrinks to fit inside the holds [COORD-APPROVE-BY].
+    async def _phase1(self, run: TxnRun) -> str | None:
+        """Choose the mode [COORD-MODE], then prepare and ask in its order.
+
+        Returns the first problem, which decides abort; ``None`` when every
+        branch voted yes and every group approved in time.
         """
         decide_by = run.approve_by = parse_time(run.plan.deadlines.decide_by)
+        choice, problem = await self._modes.choose(run, decide_by)
+        if choice is None:
+            return problem
+        run.note(self._key, TxnEvent.MODE, **choice.body)
+        run.quotes = choice.quotes
+        branches, groups = run.plan.branches, run.plan.approvals
+        if choice.chosen is Mode.APPROVAL_FIRST:
+            await self._quote_deadline(run, decide_by)
+            return await self._gather(run, decide_by, (), groups) or await self._gather(
+                run, decide_by, branches, (), fit=False
+            )
+        return await self._gather(run, decide_by, branches, groups)
+
+    async def _quote_deadline(self, run: TxnRun, decide_by: datetime) -> None:
+        """Approval-first: an approval must come while every quote is still valid [COORD-QUOTE]."""
+        for branch_id, quote in run.quotes.items():
+            if quote.valid_until is None:
+                continue
+            latest = parse_time(quote.valid_until) - timedelta(seconds=self._allowance)
+            if latest < run.approve_by:
+                run.approve_by = latest
+                run.note(self._key, TxnEvent.DEADLINE, **deadline_body(latest, branch_id))
+        if run.approve_by < decide_by:
+            await self._tighten_asks(run)
+
+    async def _gather(
+        self,
+        run: TxnRun,
+        decide_by: datetime,
+        branches: Sequence[Branch],
+        groups: Sequence[ApprovalGroup],
+        *,
+        fit: bool = True,
+    ) -> str | None:
+        """Prepare ``branches`` and ask ``groups`` at once; return the first problem.
+
+        Each prepared hold is renewed while approvals are awaited
+        [COORD-RENEW], and with ``fit`` the deadline shrinks to fit inside
+        the holds [COORD-APPROVE-BY]; without it (approval-first, the
+        approvals already in) it stays.
+        """
         jobs: dict[asyncio.Task[str | None], tuple[TxnEvent, str]] = {}
-        for branch in run.plan.branches:
+        for branch in branches:
             jobs[asyncio.create_task(self._prepare(run, branch))] = (
                 TxnEvent.PREPARED,
                 branch.branch_id,
             )
-        for group in run.plan.approvals:
-            jobs[asyncio.create_task(self._ask(run, group, decide_by))] = (
-                TxnEvent.APPROVAL,
-                group.group_id,
-            )
+        for group in groups:
+            jobs[asyncio.create_task(self._ask(run, group))] = (TxnEvent.APPROVAL, group.group_id)
         keepers: dict[asyncio.Task[str | None], str] = {}
-        deadline: asyncio.Task[Any] = asyncio.create_task(self._clock.sleep_until(decide_by))
+        deadline: asyncio.Task[Any] = asyncio.create_task(self._clock.sleep_until(run.approve_by))
+        replaced: asyncio.Task[Any] = asyncio.create_task(run.replaced.wait())
         pending: set[asyncio.Task[Any]] = set(jobs)
         problem: str | None = None
         try:
             while pending - set(keepers) and problem is None:
                 done, _ = await asyncio.wait(
-                    pending | {deadline}, return_when=asyncio.FIRST_COMPLETED
+                    pending | {deadline, replaced}, return_when=asyncio.FIRST_COMPLETED
                 )
                 pending -= done
-                problem = next((t.result() for t in done if t is not deadline and t.result()), None)
-                if problem is None and self._keep_holds(run, done, jobs, keepers, pending):
-                    deadline = self._shrink_deadline(run, decide_by, deadline)
+                problem = next(
+                    (t.result() for t in done if (t in jobs or t in keepers) and t.result()), None
+                )
+                started = self._keep_holds(run, done, jobs, keepers, pending)
+                if replaced in done:
+                    run.replaced.clear()
+                    replaced = asyncio.create_task(run.replaced.wait())
+                if problem is None and fit and (started or replaced in done):
+                    deadline = await self._shrink_deadline(run, decide_by, deadline)
                 if deadline.done() and problem is None:
                     if _checks.is_on("COORD-DEADLINE"):
                         problem = self._deadline_passed(run, decide_by)
@@ -334,9 +412,10 @@ class Coordinator:
                         deadline = asyncio.create_task(asyncio.Event().wait())
         finally:
             deadline.cancel()
+            replaced.cancel()
             for task in pending:
                 task.cancel()
-            await asyncio.gather(*pending, deadline, return_exceptions=True)
+            await asyncio.gather(*pending, deadline, replaced, return_exceptions=True)
         for task in pending:
             if task in keepers:
                 continue
@@ -369,7 +448,7 @@ class Coordinator:
                 started = True
         return started
 
-    def _shrink_deadline(
+    async def _shrink_deadline(
         self, run: TxnRun, decide_by: datetime, deadline: asyncio.Task[Any]
     ) -> asyncio.Task[Any]:
         """Move the approval deadline earlier if a new hold ends sooner [COORD-APPROVE-BY]."""
@@ -381,15 +460,27 @@ class Coordinator:
         run.approve_by = moment
         run.note(self._key, TxnEvent.DEADLINE, **deadline_body(moment, basis))
         deadline.cancel()
+        await self._tighten_asks(run)
         return asyncio.create_task(self._clock.sleep_until(moment))
+
+    async def _tighten_asks(self, run: TxnRun) -> None:
+        """Tell the gateway the approval deadline moved earlier, for every open ask
+        [COORD-APPROVE-BY]: it withdraws them there, and refuses a later vote."""
+        for name, ask_id in run.asks.items():
+            if name in run.decided_asks:
+                continue
+            with contextlib.suppress(Exception):  # the coordinator's own deadline still holds
+                await self._gateway.tighten(ask_id, run.approve_by)
 
     def _deadline_passed(self, run: TxnRun, decide_by: datetime) -> str:
         if run.approve_by >= decide_by:
             return f"the deadline decideBy {run.plan.deadlines.decide_by} passed"
-        return (
-            f"the approval deadline approveBy {format_time(run.approve_by)} passed: "
-            f"an approval after it could not be committed before a hold's horizon"
+        why = (
+            "an approval after it would approve a price no longer quoted"
+            if run.quotes
+            else "an approval after it could not be committed before a hold's horizon"
         )
+        return f"the approval deadline approveBy {format_time(run.approve_by)} passed: {why}"
 
     async def _close_ask(self, run: TxnRun, name: str, decide_by: datetime, why: str) -> None:
         """Withdraw a group's pending ask and record the gateway's signed last word on it.
@@ -425,18 +516,11 @@ class Coordinator:
         except StaleFence:
             raise
         except Exception as exc:  # any failure to vote yes is a no; fail closed
-            failure = _describe(exc, self._timeout)
+            failure = describe(exc, self._timeout)
             run.note(self._key, TxnEvent.PREPARED, branchId=branch.branch_id, receipt=None,
                      problem=failure)  # fmt: skip
             return f"{branch.branch_id}: {failure}"
-        parsed, problem = vet_prepare(
-            receipt,
-            self._keyring,
-            txn_id=run.txn_id,
-            branch=branch,
-            plan_digest=run.digest,
-            fence=run.fence,
-        )
+        parsed, problem = vet_vote(receipt, self._keyring, run, branch)
         run.note(
             self._key,
             TxnEvent.PREPARED,
@@ -449,10 +533,14 @@ class Coordinator:
             return None
         return f"{branch.branch_id}: {problem}"
 
-    async def _ask(self, run: TxnRun, group: ApprovalGroup, decide_by: datetime) -> str | None:
-        """Ask one group and poll its ask until the gateway signs the group's approval."""
+    async def _ask(self, run: TxnRun, group: ApprovalGroup) -> str | None:
+        """Ask one group and poll its ask until the gateway signs the group's approval.
+
+        The ask's deadline is the approval deadline in force; if it moved
+        earlier while the ask was on its way, the gateway is told.
+        """
         name = group.group_id
-        request = ApprovalRequest(run.txn_id, run.plan, run.digest, group, decide_by)
+        request = ApprovalRequest(run.txn_id, run.plan, run.digest, group, run.approve_by)
         try:
             answer = await self._gateway.ask(request)
             while answer.get("kind") == "pending":
@@ -471,9 +559,12 @@ class Coordinator:
                 if run.asks.get(name) != pending.ask_id:
                     run.asks[name] = pending.ask_id
                     run.note(self._key, TxnEvent.PENDING, groupId=name, pending=answer)
+                    if parse_time(pending.decide_by) > run.approve_by:
+                        with contextlib.suppress(Exception):  # our own deadline still holds
+                            await self._gateway.tighten(pending.ask_id, run.approve_by)
                 answer = await self._gateway.poll(pending.ask_id, wait_seconds=self._poll)
         except Exception as exc:  # a gateway that cannot answer has not approved
-            failure = _describe(exc, None)
+            failure = describe(exc, None)
             run.note(self._key, TxnEvent.APPROVAL, groupId=name, approval=None,
                      problem=failure)  # fmt: skip
             return f"approval {name}: {failure}"
@@ -507,11 +598,3 @@ class Coordinator:
                 continue
             with contextlib.suppress(Exception):  # the deadline withdraws it in any case
                 await self._gateway.withdraw(ask_id, f"transaction {run.txn_id} aborted")
-
-
-def _describe(exc: BaseException, timeout: float | None) -> str:
-    if isinstance(exc, TimeoutError):
-        return f"no answer within {timeout:g} s"
-    code = getattr(exc, "code", type(exc).__name__)
-    message = getattr(exc, "message", str(exc))
-    return f"{code}: {message}"

@@ -4,12 +4,16 @@ The Human Gateway (:class:`hatp.gateway.HumanGateway`) routes each ask to
 people, who may take hours. So an ask usually answers with a signed
 *pending vote* naming the ask, and the coordinator polls that ask until the
 gateway signs the group's final :class:`~hatp.model.Approval`, or the plan's
-``decideBy`` passes. A poll returns as soon as the ask is decided, which is
-how an in-process gateway notifies the coordinator without a busy loop.
+``decideBy`` passes. The coordinator also asks the gateway how long the worst
+case along a group's escalation chain is (``estimate``), and tells it when
+the approval deadline moves earlier to fit inside the holds (``tighten``).
+A poll returns as soon as the ask is decided, which is how an in-process
+gateway notifies the coordinator without a busy loop.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
@@ -55,4 +59,19 @@ class Gateway(Protocol):
 
     async def withdraw(self, ask_id: str, reason: str) -> None:
         """Withdraw an ask the transaction no longer needs; a decided ask stays decided."""
+        ...
+
+    async def estimate(self, request: ApprovalRequest) -> dict[str, Any]:
+        """Return the signed ChainEstimate of asking the group: the worst case along
+        its escalation chain, nobody answering. Asks nobody."""
+        ...
+
+    async def ask_question(self, question: Mapping[str, Any]) -> dict[str, Any]:
+        """Ask a person a question (§19); return the signed pending, or the signed Answer.
+        The coordinator asks one when it brings a person in [COORD-ESCALATE]."""
+        ...
+
+    async def tighten(self, ask_id: str, decide_by: datetime) -> dict[str, Any]:
+        """Move an open ask's deadline earlier (never later); return the signed
+        PendingVote with the deadline now in force, or the final Approval."""
         ...

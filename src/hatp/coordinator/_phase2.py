@@ -2,19 +2,25 @@
 
 Every step here may run twice (once before a crash and once after), so each
 is an idempotent request keyed by txnId + branchId: a repeat returns the
-participant's stored receipt and has no second effect.
+participant's stored receipt and has no second effect. A final step that
+stays in doubt keeps its holds alive and is escalated to a person before
+they end; an answer after some lapsed ends the transaction ``needs-recovery``
+(see :mod:`hatp.coordinator._escalation`).
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Mapping
+from datetime import datetime, timedelta
 from typing import Any
 
 from hatp import _checks
 from hatp._faults import fault_point
 from hatp.clock import Clock
 from hatp.coordinator._calls import backoff, call_once
+from hatp.coordinator._escalation import Escalator
+from hatp.coordinator._holds import HoldKeeper
 from hatp.coordinator._txn import TxnRun
 from hatp.coordinator._vetting import vet_outcome
 from hatp.errors import HatpError, HoldExpired
@@ -39,7 +45,10 @@ class Phase2:
         clock: Clock,
         call_timeout: float,
         retry_delay: float,
+        retry_cap: float,
         max_attempts: int,
+        holds: HoldKeeper,
+        escalator: Escalator,
     ) -> None:
         self._key = key
         self._log = log
@@ -48,7 +57,10 @@ class Phase2:
         self._clock = clock
         self._timeout = call_timeout
         self._delay = retry_delay
+        self._cap = retry_cap
         self._attempts = max(1, max_attempts)
+        self._holds = holds
+        self._escalator = escalator
 
     async def finish(self, run: TxnRun) -> None:
         """Drive a decided transaction as far as it can go now.
@@ -69,9 +81,15 @@ class Phase2:
     async def _commit_all(self, run: TxnRun) -> None:
         failed: list[str] = []
         for branch in self._ordered(run):
-            if branch.branch_id in run.commits:
+            if branch.branch_id in run.commits or branch.branch_id in run.lapsed:
                 continue
-            if branch.tier is Tier.FINAL and (lapsed := self._lapsed_hold(run)):
+            # Before the irreversible step is first sent, every hold must be live; once it
+            # was sent (in doubt), it may have run: never unwind on a guess.
+            if (
+                branch.tier is Tier.FINAL
+                and run.state is not TxnState.IN_DOUBT
+                and (lapsed := self._lapsed_hold(run))
+            ):
                 await self._unwind(run, branch.branch_id, lapsed)
                 return
             result = await self._commit(run, branch)
@@ -87,11 +105,56 @@ class Phase2:
                     continue
                 await self._unwind(run, branch.branch_id, result)
                 return
+            if branch.tier is Tier.FINAL and self._late(run, branch):
+                run.lapsed = self._escalator.late_answer(run, branch)
+        if run.lapsed:
+            await self._recover_lapsed(run)
+            return
         run.reason = "; ".join(failed) or "every branch committed"
         self._finish(run, TxnState.COMMITTED, failed)
 
+    def _late(self, run: TxnRun, branch: Branch) -> bool:
+        """Whether the final step's answer is a late one [COORD-LATE-ANSWER]: a person was
+        brought in about it, or a hold lapsed while it was awaited."""
+        return branch.branch_id in run.escalated or (run.lapsed_hold(self._clock.now()) is not None)
+
+    async def _recover_lapsed(self, run: TxnRun) -> None:
+        """Release the holds that lapsed behind a late answer, offer recovery, finish."""
+        for branch_id in run.lapsed:
+            branch = run.plan.branch(branch_id)
+            if branch_id in run.released_lapsed:
+                continue
+            call = self._abort_call(run, branch)
+            if not await self._settle(run, branch, call, TxnEvent.ABORTED):
+                return
+            run.released_lapsed.add(branch_id)
+        if not run.offered:
+            await self._escalator.offer_recovery(run, run.lapsed)
+            run.offered = True
+        run.reason = (
+            f"the final step answered after the holds on {', '.join(run.lapsed)} lapsed: "
+            "they were released, and recovery was offered to a person"
+        )
+        self._finish(run, TxnState.NEEDS_RECOVERY, [f"{b}: lapsed" for b in run.lapsed])
+
     async def _commit(self, run: TxnRun, branch: Branch) -> OutcomeReceipt | HatpError | None:
-        """Commit one branch; a receipt, a definite refusal, or ``None`` if still no answer."""
+        """Commit one branch; a receipt, a definite refusal, or ``None`` if still no answer.
+
+        While the final step is in doubt its holds are kept (renewed, never
+        placed again), and a person is brought in ``leadSeconds`` before the
+        first one ends [COORD-ESCALATE]; the commit is still retried.
+        """
+        keepers: list[asyncio.Task[str | None]] = []
+        try:
+            return await self._commit_retried(run, branch, keepers)
+        finally:
+            for keeper in keepers:
+                keeper.cancel()
+            await asyncio.gather(*keepers, return_exceptions=True)
+
+    async def _commit_retried(
+        self, run: TxnRun, branch: Branch, keepers: list[asyncio.Task[str | None]]
+    ) -> OutcomeReceipt | HatpError | None:
         bid = branch.branch_id
         participant = self._participants[branch.participant]
         prepared = run.prepares.get(bid)
@@ -125,9 +188,38 @@ class Phase2:
                 run.flush(self._log, state=TxnState.IN_DOUBT)
             elif not _checks.is_on("COORD-IN-DOUBT"):
                 return HatpError(f"{bid}: {silence}")  # the naive reading: silence is failure
-            await asyncio.sleep(backoff(attempt, self._delay))
+            due = None
+            if branch.tier is Tier.FINAL:
+                due = await self._in_doubt(run, branch, silence or "", keepers)
+            await self._wait(attempt, due)
         run.reason = f"{bid} has not answered after {self._attempts} attempts; still in doubt"
         return None
+
+    async def _in_doubt(
+        self, run: TxnRun, branch: Branch, silence: str, keepers: list[asyncio.Task[str | None]]
+    ) -> datetime | None:
+        """Keep the holds and escalate when due; return when escalation is due, if not yet."""
+        if not keepers:
+            keepers.extend(
+                asyncio.create_task(self._holds.keep(run, hold, may_replace=False))
+                for hold in run.plan.branches
+                if hold.tier is Tier.HOLD and hold.branch_id in run.prepares
+            )
+        due = self._escalator.due(run)
+        if due is None or branch.branch_id in run.escalated:
+            return None
+        if self._clock.now() < due:
+            return due
+        await self._escalator.escalate(run, branch, silence)
+        run.flush(self._log)
+        return None
+
+    async def _wait(self, attempt: int, until: datetime | None = None) -> None:
+        """The pause before a retry, on the coordinator's clock (tests move it); it ends
+        early at ``until`` (when an escalation is due)."""
+        pause = timedelta(seconds=backoff(attempt, self._delay, self._cap))
+        wake = self._clock.now() + pause
+        await self._clock.sleep_until(wake if until is None else min(wake, until))
 
     def _lapsed_hold(self, run: TxnRun) -> HatpError | None:
         """Before the irreversible step, every hold must still be live."""
@@ -199,7 +291,7 @@ class Phase2:
                     if event is TxnEvent.COMPENSATED:
                         run.undone.add(branch.branch_id)
                     return True
-            await asyncio.sleep(backoff(attempt, self._delay))
+            await self._wait(attempt)
         run.reason += f"; {branch.branch_id} has not answered {event.value}"
         return False
 

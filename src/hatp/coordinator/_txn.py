@@ -11,6 +11,7 @@ receipt.
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -23,6 +24,7 @@ from hatp.model import (
     OutcomeReceipt,
     Plan,
     PrepareReceipt,
+    Quote,
     RenewReceipt,
     Tier,
     TxnEvent,
@@ -54,6 +56,18 @@ class TxnRun:
     approve_by: datetime = field(default_factory=lambda: datetime.max.replace(tzinfo=UTC))
     #: The latest ``leaseExpiresAt`` of each prepared hold: its prepare or last renewal.
     leases: dict[str, str] = field(default_factory=dict)
+    #: Approval-first: the signed quote of each hold, which its prepare must match.
+    quotes: dict[str, Quote] = field(default_factory=dict)
+    #: Set when a lost hold was placed again [COORD-REPLACE]: the deadline is looked at anew.
+    replaced: asyncio.Event = field(default_factory=asyncio.Event)
+    #: The in-doubt branches a person was brought in about [COORD-ESCALATE].
+    escalated: set[str] = field(default_factory=set)
+    #: The holds that had lapsed when the final step's late answer came [COORD-LATE-ANSWER].
+    lapsed: list[str] = field(default_factory=list)
+    #: Those of them already released.
+    released_lapsed: set[str] = field(default_factory=set)
+    #: Whether recovery was offered to a person [COORD-RECOVERY-OFFER].
+    offered: bool = False
     #: Whether the last log write gave the ownership lease up.
     released: bool = False
 
@@ -112,6 +126,10 @@ class TxnRun:
                 receipt = PrepareReceipt.model_validate(body["receipt"])
                 if receipt.vote is Vote.YES:
                     self.prepares[receipt.branch_id] = receipt
+            elif kind == TxnEvent.REPLACED and body.get("problem") is None:
+                again = PrepareReceipt.model_validate(body["receipt"])
+                self.prepares[again.branch_id] = again
+                self.leases.pop(again.branch_id, None)
             elif kind == TxnEvent.RENEWED:
                 renewed = RenewReceipt.model_validate(body["receipt"])
                 self.leases[renewed.branch_id] = renewed.lease_expires_at
@@ -124,5 +142,13 @@ class TxnRun:
                 self.asks[str(body["groupId"])] = str(body["pending"]["askId"])
             elif kind == TxnEvent.APPROVAL and body.get("approval") is not None:
                 self.decided_asks.add(str(body["groupId"]))
+            elif kind == TxnEvent.ESCALATED:
+                self.escalated.add(str(body["branchId"]))
+            elif kind == TxnEvent.LATE_ANSWER:
+                self.lapsed = [str(h["branchId"]) for h in body["holds"] if not h["live"]]
+            elif kind == TxnEvent.ABORTED and str(body["branchId"]) in self.lapsed:
+                self.released_lapsed.add(str(body["branchId"]))
+            elif kind == TxnEvent.RECOVERY_OFFERED:
+                self.offered = True
             elif kind == TxnEvent.DECIDED:
                 self.reason = str(body.get("reason", ""))

@@ -15,6 +15,7 @@ from pydantic import ValidationError
 
 from hatp import _checks
 from hatp.clock import parse_time
+from hatp.coordinator._txn import TxnRun
 from hatp.errors import HatpError
 from hatp.evidence import Keyring, verify, verify_approval
 from hatp.model import (
@@ -23,10 +24,12 @@ from hatp.model import (
     ApprovalGroup,
     Branch,
     BranchState,
+    ChainEstimate,
     OutcomeReceipt,
     PendingVote,
     Plan,
     PrepareReceipt,
+    Quote,
     RenewReceipt,
     Result,
     Vote,
@@ -51,8 +54,13 @@ def vet_prepare(
     branch: Branch,
     plan_digest: str,
     fence: int,
+    quote: Quote | None = None,
 ) -> tuple[PrepareReceipt | None, str | None]:
-    """Check a prepare receipt; return it parsed, and the problem if it is not a yes."""
+    """Check a prepare receipt; return it parsed, and the problem if it is not a yes.
+
+    With a ``quote`` (approval-first), a yes counts only at the quoted cost
+    [COORD-QUOTE]: people approved that price, and are not asked again.
+    """
     parsed, problem = _fenced_receipt(
         PrepareReceipt, "prepare", receipt, keyring, txn_id, branch, plan_digest, fence
     )
@@ -62,7 +70,31 @@ def vet_prepare(
         problem = f"participant prepared tier {parsed.tier}, the plan says {branch.tier}"
     if problem is None and parsed.vote is not Vote.YES:
         problem = f"voted no: {parsed.reason or 'no reason given'}"
+    if (
+        problem is None
+        and quote is not None
+        and quote.cost is not None
+        and parsed.cost != quote.cost
+        and _checks.is_on("COORD-QUOTE")
+    ):
+        cost = "no cost" if parsed.cost is None else str(parsed.cost)
+        problem = f"QUOTE_CHANGED: prepared at {cost}, but people approved the quote {quote.cost}"
     return parsed, problem
+
+
+def vet_vote(
+    receipt: Mapping[str, Any], keyring: Keyring, run: TxnRun, branch: Branch
+) -> tuple[PrepareReceipt | None, str | None]:
+    """:func:`vet_prepare` for a branch of ``run``: its transaction, plan, fence and quote."""
+    return vet_prepare(
+        receipt,
+        keyring,
+        txn_id=run.txn_id,
+        branch=branch,
+        plan_digest=run.digest,
+        fence=run.fence,
+        quote=run.quotes.get(branch.branch_id),
+    )
 
 
 def vet_renew(
@@ -84,7 +116,54 @@ def vet_renew(
     )
 
 
-_Fenced = TypeVar("_Fenced", PrepareReceipt, RenewReceipt)
+def vet_quote(
+    quote: Mapping[str, Any],
+    keyring: Keyring,
+    *,
+    txn_id: str,
+    branch: Branch,
+    plan_digest: str,
+    fence: int,
+) -> tuple[Quote | None, str | None]:
+    """Check a quote as a prepare receipt is checked, and that it quotes the branch's tier."""
+    parsed, problem = _fenced_receipt(
+        Quote, "quote", quote, keyring, txn_id, branch, plan_digest, fence
+    )
+    if problem is None and parsed is not None and parsed.tier is not branch.tier:
+        problem = f"participant quoted tier {parsed.tier}, the plan says {branch.tier}"
+    return parsed, problem
+
+
+def vet_estimate(
+    estimate: Mapping[str, Any],
+    keyring: Keyring,
+    *,
+    gateway_id: str,
+    txn_id: str,
+    group_id: str,
+    plan_digest: str,
+) -> tuple[ChainEstimate | None, str | None]:
+    """Check a chain estimate: the asked gateway's word on this group of this plan."""
+    try:
+        parsed = ChainEstimate.model_validate(estimate)
+    except ValidationError as exc:
+        return None, f"malformed chain estimate: {exc.errors()[0]['msg']}"
+    problem = _from_gateway(
+        "chain estimate", estimate, parsed, keyring, gateway_id, txn_id, group_id, plan_digest
+    )
+    return parsed, problem
+
+
+def describe(exc: BaseException, timeout: float | None) -> str:
+    """A failed call, as the problem the record shows."""
+    if isinstance(exc, TimeoutError):
+        return f"no answer within {timeout:g} s"
+    code = getattr(exc, "code", type(exc).__name__)
+    message = getattr(exc, "message", str(exc))
+    return f"{code}: {message}"
+
+
+_Fenced = TypeVar("_Fenced", PrepareReceipt, RenewReceipt, Quote)
 
 
 def _fenced_receipt(
@@ -135,7 +214,7 @@ def vet_outcome(
 
 
 def _same_branch(
-    parsed: PrepareReceipt | RenewReceipt | OutcomeReceipt,
+    parsed: PrepareReceipt | RenewReceipt | OutcomeReceipt | Quote,
     txn_id: str,
     branch: Branch,
     plan_digest: str,
@@ -230,7 +309,7 @@ def vet_pending(
 def _from_gateway(
     what: str,
     doc: Mapping[str, Any],
-    parsed: Approval | PendingVote,
+    parsed: Approval | PendingVote | ChainEstimate,
     keyring: Keyring,
     gateway_id: str,
     txn_id: str,

@@ -19,13 +19,16 @@ from sqlalchemy import (
 from hatp.demo._ledger import Seed, Service, kinds, ledger_table, log, text_arg
 from hatp.errors import OutcomeConflict
 from hatp.model import Amount, Tier
-from hatp.participant import Committed, Operation, Prepared, Refuse, Work
+from hatp.participant import Committed, Operation, Prepared, Quoted, Refuse, Work
 
 PARTICIPANT = "mcp://airline.example"
 FLIGHT = "LH400"
 #: Fare class -> (price, currency); rows 1-3 are business, the rest economy.
 FARES = {"J": ("2140.00", "USD"), "Y": ("420.00", "USD")}
 ROWS, LETTERS, BUSINESS_ROWS = 30, "ABCDEF", 3
+#: How long a quoted fare holds: longer than a seat's 20-minute lease, so people can
+#: approve a fare in approval-first mode before any seat is held [COORD-QUOTE].
+FARE_VALID_SECONDS = 1800.0
 
 metadata = MetaData()
 fares = Table(
@@ -110,6 +113,17 @@ class BookSeat(Operation):
             data={"flight": flight, "seat": seat},
         )
 
+    def quote(self, work: Work) -> Quoted:
+        """The seat's fare, good for 30 minutes; a quote holds no seat, free or not."""
+        flight, seat = text_arg(work, "flight"), text_arg(work, "seat")
+        row = work.conn.execute(_SEAT, {"flight": flight, "seat": seat}).one_or_none()
+        if row is None:
+            raise Refuse("NO_SUCH_SEAT", f"flight {flight} has no seat {seat}")
+        return Quoted(
+            cost=Amount(value=row.price, currency=row.currency),
+            valid_seconds=FARE_VALID_SECONDS,
+        )
+
     def commit(self, work: Work) -> Committed:
         ticketed = work.conn.execute(_TICKET, _mine(work)).one_or_none()
         if ticketed is None:
@@ -172,7 +186,9 @@ def effect(conn: Connection, txn_id: str) -> str:
     if seen["ticketed"] > 1:
         return f"broken: ticketed {seen['ticketed']} times"
     if seen["ticketed"] == 1:
-        if seen["released"]:
+        # A hold lost at its lease's end and placed again [PART-REPLACE] is held
+        # once more than it is released; ticketed, the last hold must be live.
+        if seen["released"] >= seen["held"]:
             return "broken: ticketed and also released"
         if [r.status for r in rows] != ["ticketed"]:
             return f"broken: the ledger says ticketed but the seats show {statuses or 'none'}"

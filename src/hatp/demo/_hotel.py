@@ -23,7 +23,7 @@ from sqlalchemy import (
 from hatp.demo._ledger import Seed, Service, kinds, ledger_table, log, money, text_arg
 from hatp.errors import OutcomeConflict
 from hatp.model import Amount, Tier
-from hatp.participant import Committed, Operation, Prepared, Refuse, Work
+from hatp.participant import Committed, Operation, Prepared, Quoted, Refuse, Work
 
 PARTICIPANT = "mcp://hotel.example"
 HOTEL = "midtown-lodge"
@@ -31,6 +31,8 @@ RATE = ("155.00", "USD")
 #: Nights on sale: this many, from OPENS.
 OPENS, SEASON_NIGHTS = date(2026, 12, 1), 120
 MAX_NIGHTS = 30
+#: How long a quoted rate holds.
+RATE_VALID_SECONDS = 3600.0
 
 metadata = MetaData()
 rates = Table(
@@ -124,6 +126,17 @@ class HoldRoom(Operation):
         cost = money(Decimal(rate.rate) * nights)
         return Prepared(cost=Amount(value=cost, currency=rate.currency))
 
+    def quote(self, work: Work) -> Quoted:
+        """The rate times the nights, good for an hour; a quote holds no room."""
+        hotel, _, nights = _args(work)
+        rate = work.conn.execute(_RATE, {"hotel": hotel}).one_or_none()
+        if rate is None:
+            raise Refuse("NO_SUCH_HOTEL", f"no hotel {hotel!r} here")
+        cost = money(Decimal(rate.rate) * nights)
+        return Quoted(
+            cost=Amount(value=cost, currency=rate.currency), valid_seconds=RATE_VALID_SECONDS
+        )
+
     def commit(self, work: Work) -> Committed:
         row = work.conn.execute(_BOOK, _mine(work)).one_or_none()
         if row is None:
@@ -192,7 +205,9 @@ def effect(conn: Connection, txn_id: str) -> str:
     if seen["booked"] > 1:
         return f"broken: booked {seen['booked']} times"
     if seen["booked"] == 1:
-        if seen["released"]:
+        # A hold lost at its lease's end and placed again [PART-REPLACE] is held
+        # once more than it is released; booked, the last hold must be live.
+        if seen["released"] >= seen["held"]:
             return "broken: booked and also released"
         if live != ["booked"]:
             return f"broken: the ledger says booked but the reservations show {live or 'none'}"

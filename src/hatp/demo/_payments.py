@@ -31,7 +31,7 @@ from sqlalchemy import (
 from hatp.demo._ledger import Seed, Service, kinds, ledger_table, log, money, text_arg, write_line
 from hatp.errors import OutcomeConflict
 from hatp.model import Amount, Preconditions, Tier
-from hatp.participant import Committed, Operation, Prepared, Refuse, Work
+from hatp.participant import Committed, Operation, Prepared, Quoted, Refuse, Work
 
 PARTICIPANT = "mcp://payments.example"
 #: The corporate card the trip is charged to, and a low-limit card that declines it.
@@ -137,6 +137,14 @@ class Charge(Operation):
             preconditions=_card_version(card_id, card.version),
             data={"authId": auth_id},
         )
+
+    def quote(self, work: Work) -> Quoted:
+        """The amount asked for: no fee, and it does not expire (nothing is authorized)."""
+        try:
+            amount = Amount.model_validate(work.branch.args.get("amount"))
+        except ValidationError:
+            return Quoted()
+        return Quoted(cost=amount)
 
     def preconditions(self, work: Work) -> Preconditions:
         card_id = text_arg(work, "card")

@@ -19,10 +19,11 @@ from pathlib import Path
 from typing import Any
 
 from hatp._faults import CRASH_ENV
-from hatp.clock import Clock, SystemClock
+from hatp.clock import Clock, ManualClock, SystemClock
 from hatp.coordinator import Coordinator, Outcome
 from hatp.demo._child import CHILD_LEASE_SECONDS
-from hatp.demo._lossy import LossyLink
+from hatp.demo._lossy import LossyLink, LostFor
+from hatp.demo._time import simulate
 from hatp.demo.trip import PAYMENTS, TripWorld, trip_plan
 from hatp.gateway import Channel, MemoryChannel
 from hatp.participant import Participant
@@ -47,6 +48,14 @@ class Scenario:
     lose_commit_answers: int = 0
     crash_at: str | None = None
     person_may_answer: bool = True
+    #: The plan's mode (``auto``: the clock decides).
+    mode: str = "parallel"
+    #: Every answer to the card capture is lost for this long after it is first sent.
+    capture_silent_seconds: float = 0.0
+    #: The plan's ``escalation.leadSeconds``, if it has an escalation clause.
+    lead_seconds: int | None = None
+    #: Run on a simulated clock: half an hour of protocol time in a second.
+    simulated: bool = False
 
 
 SCENARIOS: dict[str, Scenario] = {
@@ -75,6 +84,22 @@ SCENARIOS: dict[str, Scenario] = {
             "crash",
             "the coordinator is killed mid-commit; a new one finishes from the log",
             crash_at="commit.after:charge",
+            person_may_answer=False,
+        ),
+        Scenario(
+            "slow-approver",
+            "bob may take his whole 15-minute SLA and carol 15 more: 30 minutes, the holds' "
+            "whole horizon, so the clock picks approval-first: prices approved, then held",
+            mode="auto",
+            decide_in_seconds=2 * 3600.0,
+        ),
+        Scenario(
+            "late-answer",
+            "the card is captured but its answer is lost for 35 minutes (simulated clock): "
+            "alice is told 10 minutes before the holds end, they lapse, recovery is offered",
+            capture_silent_seconds=35 * 60,
+            lead_seconds=10 * 60,
+            simulated=True,
             person_may_answer=False,
         ),
     )
@@ -109,18 +134,29 @@ async def run_scenario(
     channel ``channel(world)`` makes (a terminal, say); by default they
     follow the scenario's script.
     """
-    clock = clock or SystemClock()
+    if clock is None:
+        clock = ManualClock(SystemClock().now()) if scenario.simulated else SystemClock()
     folder.mkdir(parents=True, exist_ok=True)
     world = TripWorld.open(folder, clock, rooms=scenario.rooms)
     log = DecisionLog(open_store(folder / "coordinator.db"))
     txn_id = f"trip-{clock.now():%Y%m%d-%H%M%S}-{secrets.token_hex(3)}"
-    plan = trip_plan(txn_id, decide_by=clock.now() + timedelta(seconds=scenario.decide_in_seconds))
+    decide_by = clock.now() + timedelta(seconds=scenario.decide_in_seconds)
+    plan = trip_plan(txn_id, decide_by=decide_by, mode=scenario.mode)
+    if scenario.lead_seconds is not None:
+        plan["escalation"] = {"address": None, "leadSeconds": scenario.lead_seconds}
     links: dict[str, Participant] = {}
     notes: list[str] = []
+    options: dict[str, Any] = {"retry_delay": 0.2, "poll_seconds": 1.0}
     if scenario.lose_commit_answers:
         links[PAYMENTS] = LossyLink(
             world.participants[PAYMENTS], {"commit": scenario.lose_commit_answers}
         )
+    if scenario.capture_silent_seconds:
+        links[PAYMENTS] = LostFor(
+            world.participants[PAYMENTS], clock, scenario.capture_silent_seconds
+        )
+        # Keep asking through the silence, a retry every 30 s at most.
+        options.update(retry_cap=30.0, max_attempts=10_000)
     people: Channel
     if channel is None or not scenario.person_may_answer:
         decision = "never" if scenario.approver_silent else scenario.decision
@@ -129,15 +165,22 @@ async def run_scenario(
         people = channel(world)
     gateway = world.gateway(people)
     gateway.start()
-    coordinator = world.coordinator(log, gateway, links=links, retry_delay=0.2, poll_seconds=1.0)
+    coordinator = world.coordinator(log, gateway, links=links, **options)
     try:
-        outcome = await _run(scenario, folder, world, coordinator, plan, notes)
+        running = _run(scenario, folder, world, coordinator, plan, notes)
+        if isinstance(clock, ManualClock) and scenario.simulated:
+            outcome = await simulate(clock, running)
+            notes.append("time was simulated: the clock moved 30 s whenever all was waiting")
+        else:
+            outcome = await running
     finally:
         await gateway.stop()
         if isinstance(people, MemoryChannel):
             await people.close()
     if scenario.lose_commit_answers:
         notes.append(f"{scenario.lose_commit_answers} answers from {PAYMENTS} were lost")
+    if isinstance(silent := links.get(PAYMENTS), LostFor):
+        notes.append(f"{silent.lost} answers from {PAYMENTS} were lost")
     return DemoRun(scenario, folder, world, outcome, notes)
 
 

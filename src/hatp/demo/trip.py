@@ -298,6 +298,7 @@ def trip_plan(
     traveller: str = TRAVELLER,
     seat: str = "14C",
     card: str = CARD,
+    mode: str = "parallel",
 ) -> dict[str, Any]:
     """Return the business-trip plan's wire form (it passes :func:`hatp.model.parse_plan`).
 
@@ -359,6 +360,7 @@ def trip_plan(
             }
         ],
         "deadlines": {"decideBy": format_time(decide_by)},
+        "mode": mode,
         "agentText": {
             "summary": f"Book {who}'s trip to New York: seat {seat} on {FLIGHT}, two nights "
             f"at the Midtown Lodge, the visit in the calendar, all charged to card {card} "

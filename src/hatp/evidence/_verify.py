@@ -23,7 +23,8 @@ from hatp.evidence._keys import Keyring
 from hatp.evidence._signing import verify
 from hatp.evidence._strict_json import parse_json
 from hatp.evidence._tally import Tally
-from hatp.evidence._verify_txn import is_transaction, transaction_findings
+from hatp.evidence._txn_read import is_transaction
+from hatp.evidence._verify_txn import transaction_findings
 from hatp.model import SEAL_EVENT, RecordEvent, Result, VerificationReport
 from hatp.version import (
     PROTOCOL_VERSION,

@@ -8,68 +8,78 @@ only what that decision and the tiers allow. Each rule reads the events as
 they stand; a rule that needs the plan is absent when the plan cannot be
 read, and absent is never a pass. Rules are keyed by the ``branchId`` and
 ``groupId`` the coordinator wrote into each event body; [TXN-DIGEST]
-checks those against the signed receipts, pending answers and approvals.
+checks those against the signed receipts, pending answers and approvals,
+and against the quotes and chain estimates ``txn.mode`` carries.
 What an approving approval carries (votes, cards, routing record) is
-checked by the approval rules of :mod:`hatp.evidence._verify_approval`.
+checked by the approval rules of :mod:`hatp.evidence._verify_approval`;
+how phase 1 was timed (the mode, the approval deadline, the leases) by
+:mod:`hatp.evidence._verify_holds`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from pydantic import ValidationError
 
-from hatp.clock import parse_time
-from hatp.errors import InvalidJson, PlanInvalid, SignatureInvalid, VersionUnsupported
-from hatp.evidence._digest import digest
+from hatp.errors import InvalidJson, SignatureInvalid, VersionUnsupported
 from hatp.evidence._keys import Keyring
 from hatp.evidence._signing import verify
 from hatp.evidence._tally import Tally
+from hatp.evidence._txn_read import EMBEDDED, Event, Signed, Txn, read_txn, wire_time
 from hatp.evidence._verify_approval import APPROVAL_RULES, Approving, approval_findings
+from hatp.evidence._verify_holds import (
+    check_approve_by,
+    check_lease,
+    check_mode,
+    estimate_gateway_problem,
+    plan_groups,
+    recovery_problems,
+)
 from hatp.model import (
     COMMIT_ORDER,
     SEAL_EVENT,
-    Approval,
     ApprovalDecision,
+    ChainEstimate,
     Decision,
     Finding,
-    OutcomeReceipt,
-    PendingVote,
     Plan,
-    PrepareReceipt,
-    RenewReceipt,
     Tier,
     TxnEvent,
     TxnState,
     Vote,
-    WireModel,
-    parse_plan,
 )
 
 #: The transaction rules, in report order, with what a pass means.
 TXN_RULES: dict[str, str] = {
     "TXN-PLAN": "the record starts with one txn.planned whose plan is valid, belongs to "
     "this record, and has the stated digest",
-    "TXN-DIGEST": "every event, receipt, pending answer and approval names this plan, this "
-    "transaction and a branch or approval group of it",
-    "TXN-SIGNER": "every receipt is signed by its branch's participant and every approval "
-    "and pending vote by its gateway",
+    "TXN-DIGEST": "every event, receipt, pending answer, approval, quote and estimate names "
+    "this plan, this transaction and a branch or approval group of it",
+    "TXN-SIGNER": "every receipt and quote is signed by its branch's participant and every "
+    "approval, pending vote and estimate by its gateway",
+    "TXN-MODE": "one txn.mode before anything is prepared or asked, choosing the plan's mode "
+    "as its signed numbers say; in approval-first nothing is prepared before every approval",
     "TXN-DECIDED": "one decision, logged before anything is committed or concluded",
     "TXN-VOTES": "commit only after every branch voted yes and every approval group "
     "approved by the deadline",
+    "TXN-APPROVE-BY": "no approval counted in a commit was decided after the approval "
+    "deadline recorded before the decision",
     **APPROVAL_RULES,
     "TXN-ORDER": "branches are committed compensate first, then final, then hold",
+    "TXN-LEASE": "the final step and every hold were committed while every hold they relied "
+    "on was leased, and no lease passes its hold's horizon",
     "TXN-FINAL": "at most one final (irreversible) commit",
     "TXN-AFTER-ABORT": "nothing is committed after an abort decision or once unwinding began",
     "TXN-OUTCOME": "one outcome, last before the seal, borne out by the receipts",
 }
 
-_DECISIONS = frozenset(d.value for d in Decision)
+_DECISIONS = tuple(d.value for d in Decision)
 _BRANCH_EVENTS = frozenset(
     {
         TxnEvent.PREPARED,
+        TxnEvent.REPLACED,
         TxnEvent.RENEWED,
         TxnEvent.IN_DOUBT,
         TxnEvent.UNWINDING,
@@ -80,107 +90,6 @@ _BRANCH_EVENTS = frozenset(
 )
 
 
-@dataclass(frozen=True, slots=True)
-class _Embedded:
-    """Where an event body carries a signed object, and what that object must be."""
-
-    member: str
-    model: type[WireModel]
-    #: Its allowed ``kind``s. An abort after a compensate returns the compensate receipt.
-    kinds: tuple[str, ...]
-    #: ``txn.prepared`` and ``txn.approval`` may carry null and a ``problem`` instead, or
-    #: an object with a ``problem``: what was presented, kept as evidence, counted as no.
-    optional: bool
-    #: What part of the plan it is about: ``branchId`` (signed by the branch's
-    #: participant) or ``groupId`` (signed by the gateway it names).
-    key: str = "branchId"
-
-
-_EMBEDDED: dict[str, _Embedded] = {
-    TxnEvent.PREPARED: _Embedded("receipt", PrepareReceipt, ("prepare",), optional=True),
-    # A renewal is held to the prepare receipt's rules: its branch's participant, this plan.
-    TxnEvent.RENEWED: _Embedded("receipt", RenewReceipt, ("renew",), optional=False),
-    TxnEvent.PENDING: _Embedded(
-        "pending", PendingVote, ("pending",), optional=False, key="groupId"
-    ),
-    TxnEvent.APPROVAL: _Embedded("approval", Approval, ("approval",), optional=True, key="groupId"),
-    TxnEvent.COMMITTED: _Embedded("receipt", OutcomeReceipt, ("commit",), optional=False),
-    TxnEvent.COMPENSATED: _Embedded("receipt", OutcomeReceipt, ("compensate",), optional=False),
-    TxnEvent.ABORTED: _Embedded("receipt", OutcomeReceipt, ("abort", "compensate"), optional=False),
-}
-
-
-@dataclass(frozen=True, slots=True)
-class _Event:
-    """One event of the record that is an object with a type; ``position`` is its seq."""
-
-    position: int
-    type: str
-    body: Mapping[str, Any]
-
-    @property
-    def name(self) -> str:
-        return f"event {self.position} ({self.type})"
-
-    @property
-    def branch(self) -> Any:
-        return self.body.get("branchId")
-
-    def get(self, member: str) -> Any:
-        return self.body.get(member)
-
-    @property
-    def refused(self) -> bool:
-        """Whether the coordinator refused what this vote or approval event carries.
-
-        Its object (a forged or foreign receipt, say) is kept as evidence of
-        what was presented, is not held to the signer and digest rules, and
-        counts as a no.
-        """
-        spec = _EMBEDDED.get(self.type)
-        return spec is not None and spec.optional and self.body.get("problem") is not None
-
-    def embedded(self) -> dict[str, Any] | None:
-        """The receipt or approval the body carries and the coordinator counted, if any."""
-        spec = _EMBEDDED.get(self.type)
-        found = self.body.get(spec.member) if spec and not self.refused else None
-        return found if isinstance(found, dict) else None
-
-
-@dataclass(frozen=True)
-class _Txn:
-    """What every rule reads: the events, the plan, and the keyring."""
-
-    record_id: str
-    events: tuple[_Event, ...]
-    keyring: Keyring
-    plan: Plan | None
-    #: What ``txn.planned`` says the digest is; what the rules hold everything to.
-    plan_digest: str | None
-    computed_digest: str | None
-    plan_problem: str | None
-
-    def of(self, *types: str) -> list[_Event]:
-        return [e for e in self.events if e.type in types]
-
-    def tier(self, branch_id: Any) -> Tier | None:
-        if self.plan is None:
-            return None
-        return next((b.tier for b in self.plan.branches if b.branch_id == branch_id), None)
-
-
-def is_transaction(events: Sequence[Any]) -> bool:
-    """Return whether a record is a transaction's: it has a ``txn.*`` event.
-
-    Any ``txn.*`` event counts, not only a first ``txn.planned``, so that a
-    record whose plan event was replaced is checked, and fails [TXN-PLAN].
-    """
-    return any(
-        isinstance(e, dict) and isinstance(e.get("type"), str) and e["type"].startswith("txn.")
-        for e in events
-    )
-
-
 def transaction_findings(record_id: str, events: Sequence[Any], keyring: Keyring) -> list[Finding]:
     """Check the transaction rules (:data:`TXN_RULES`); return one finding per rule.
 
@@ -188,7 +97,7 @@ def transaction_findings(record_id: str, events: Sequence[Any], keyring: Keyring
     position. Never raises on a malformed record: what cannot be read fails
     or is absent.
     """
-    txn = _read(record_id, events, keyring)
+    txn = read_txn(record_id, events, keyring)
     tally = Tally(TXN_RULES)
     passes: dict[str, str] = {}
     for rule, check in _RULES.items():
@@ -200,7 +109,7 @@ def transaction_findings(record_id: str, events: Sequence[Any], keyring: Keyring
     return tally.findings(passes)
 
 
-def _approving(txn: _Txn) -> list[Approving]:
+def _approving(txn: Txn) -> list[Approving]:
     """The approvals the record counts, that approve: what the approval rules check."""
     return [
         Approving(event.position, event.name, approval)
@@ -210,38 +119,10 @@ def _approving(txn: _Txn) -> list[Approving]:
     ]
 
 
-def _read(record_id: str, events: Sequence[Any], keyring: Keyring) -> _Txn:
-    read: list[_Event] = []
-    for position, event in enumerate(events):
-        # Anything else fails REC-SHAPE; the transaction rules read what is left.
-        if isinstance(event, dict) and isinstance(event.get("type"), str):
-            body = event.get("body")
-            read.append(_Event(position, event["type"], body if isinstance(body, dict) else {}))
-    return _with_plan(record_id, tuple(read), keyring)
-
-
-def _with_plan(record_id: str, read: tuple[_Event, ...], keyring: Keyring) -> _Txn:
-    first = read[0] if read and read[0].position == 0 else None
-    if first is None or first.type != TxnEvent.PLANNED:
-        kind = repr(first.type) if first else "not an event"
-        problem = f"event 0 is {kind}; a transaction's record starts with txn.planned"
-        return _Txn(record_id, read, keyring, None, None, None, problem)
-    try:
-        plan = parse_plan(first.get("plan"))
-        computed = digest(plan.to_wire())
-    except (PlanInvalid, VersionUnsupported, InvalidJson) as exc:
-        reason = exc.data.get("reason", exc.code)
-        problem = f"{first.name}: body.plan is not a valid plan: {reason}: {exc.message}"
-        return _Txn(record_id, read, keyring, None, None, None, problem)
-    stated = first.get("planDigest")
-    stated = stated if isinstance(stated, str) else computed
-    return _Txn(record_id, read, keyring, plan, stated, computed, None)
-
-
 # --- the rules, each (txn, tally) -> the detail of a pass -------------------------
 
 
-def _check_plan(txn: _Txn, tally: Tally) -> str | None:
+def _check_plan(txn: Txn, tally: Tally) -> str | None:
     rule = "TXN-PLAN"
     if txn.plan is None:
         tally.fail(rule, f"the plan cannot be read: {txn.plan_problem}", 0)
@@ -269,7 +150,7 @@ def _check_plan(txn: _Txn, tally: Tally) -> str | None:
     return f"plan {txn.computed_digest} with {len(txn.plan.branches)} branches"
 
 
-def _check_digest(txn: _Txn, tally: Tally) -> str | None:
+def _check_digest(txn: Txn, tally: Tally) -> str | None:
     rule = "TXN-DIGEST"
     if txn.plan is None:
         return None
@@ -279,71 +160,77 @@ def _check_digest(txn: _Txn, tally: Tally) -> str | None:
         for problem in _binding_problems(txn, txn.plan, event, yes):
             tally.fail(rule, f"{event.name} {problem}", event.position)
     tally.ran(rule)
-    signed = sum(1 for e in events if e.embedded() is not None)
-    return f"{len(events)} events and {signed} receipts and approvals name plan {txn.plan_digest}"
+    signed = sum(1 for e in events for s in e.signed() if isinstance(s.doc, dict))
+    return f"{len(events)} events and {signed} signed objects name plan {txn.plan_digest}"
 
 
-def _yes_votes(txn: _Txn) -> set[Any]:
-    return {
+def _yes_votes(txn: Txn) -> list[str]:
+    return [
         e.branch
-        for e in txn.of(TxnEvent.PREPARED)
-        if (receipt := e.embedded()) is not None and receipt.get("vote") == Vote.YES
-    }
+        for e in txn.of(TxnEvent.PREPARED, TxnEvent.REPLACED)
+        if (receipt := e.embedded()) is not None
+        and receipt.get("vote") == Vote.YES
+        and isinstance(e.branch, str)
+    ]
 
 
-def _binding_problems(txn: _Txn, plan: Plan, event: _Event, yes: set[Any]) -> list[str]:
+def _binding_problems(txn: Txn, plan: Plan, event: Event, yes: list[str]) -> list[str]:
     out: list[str] = []
     if event.get("planDigest") != txn.plan_digest:
         out.append(f"names plan {event.get('planDigest')!r}, not {txn.plan_digest}")
-    if event.type in _BRANCH_EVENTS and event.branch not in {b.branch_id for b in plan.branches}:
+    if event.type in _BRANCH_EVENTS and event.branch not in [b.branch_id for b in plan.branches]:
         out.append(f"names branch {event.branch!r}, which is not in the plan")
     group = event.get("groupId")
-    spec = _EMBEDDED.get(event.type)
-    if spec and spec.key == "groupId" and group not in {g.group_id for g in plan.approvals}:
+    spec = EMBEDDED.get(event.type)
+    if spec and spec.key == "groupId" and group not in plan_groups(plan):
         out.append(f"names approval group {group!r}, which is not in the plan")
-    signed = event.embedded()
-    if signed is not None:
-        out += _signed_binding(txn, plan, event, signed, yes)
+    for signed in event.signed():
+        if isinstance(signed.doc, dict):
+            out += _signed_binding(txn, plan, event, signed, yes)
     return out
 
 
 def _signed_binding(
-    txn: _Txn, plan: Plan, event: _Event, signed: Mapping[str, Any], yes: set[Any]
+    txn: Txn, plan: Plan, event: Event, signed: Signed, yes: list[str]
 ) -> list[str]:
-    what = f"carries a {_EMBEDDED[event.type].member}"
+    what, doc = f"carries {signed.label}", signed.doc
     out: list[str] = []
-    found = signed.get("planDigest")
+    found = doc.get("planDigest")
     # An abort before any prepare cannot know the plan, and says so with null.
-    unprepared_abort = found is None and signed.get("kind") == "abort" and event.branch not in yes
+    unprepared_abort = found is None and doc.get("kind") == "abort" and event.branch not in yes
     if found != txn.plan_digest and not unprepared_abort:
         out.append(f"{what} for plan {found!r}, not {txn.plan_digest}")
-    if signed.get("txnId") != plan.txn_id:
-        out.append(f"{what} for transaction {signed.get('txnId')!r}, not {plan.txn_id!r}")
-    key = _EMBEDDED[event.type].key
-    if signed.get(key) != event.get(key):
-        out.append(f"{what} for {key} {signed.get(key)!r}, not {event.get(key)!r}")
+    if doc.get("txnId") != plan.txn_id:
+        out.append(f"{what} for transaction {doc.get('txnId')!r}, not {plan.txn_id!r}")
+    key = signed.spec.key
+    if event.type in EMBEDDED:
+        if doc.get(key) != signed.filed_under:
+            out.append(f"{what} for {key} {doc.get(key)!r}, not {signed.filed_under!r}")
+        return out
+    # The lists of txn.mode are filed under no branch or group: each names its own.
+    ids = [b.branch_id for b in plan.branches] if key == "branchId" else plan_groups(plan)
+    if doc.get(key) not in ids:
+        out.append(f"{what} for {key} {doc.get(key)!r}, which is not in the plan")
     return out
 
 
-def _check_signers(txn: _Txn, tally: Tally) -> str | None:
+def _check_signers(txn: Txn, tally: Tally) -> str | None:
     rule = "TXN-SIGNER"
     if txn.plan is None:
         return None
     checked = 0
     for event in txn.events:
-        spec = _EMBEDDED.get(event.type)
-        if spec is None or event.refused or (spec.optional and event.get(spec.member) is None):
-            continue
-        checked += 1
-        problem = _signer_problem(txn, txn.plan, spec, event.get(spec.member))
-        if problem is not None:
-            tally.fail(rule, f"{event.name}: {problem}", event.position)
+        for signed in event.signed():
+            checked += 1
+            problem = _signer_problem(txn, txn.plan, signed)
+            if problem is not None:
+                tally.fail(rule, f"{event.name}: {problem}", event.position)
     tally.ran(rule)
-    return f"{checked} receipts and approvals verify, each signed by its own party"
+    return f"{checked} signed receipts, approvals, quotes and estimates verify, each by its party"
 
 
-def _signer_problem(txn: _Txn, plan: Plan, spec: _Embedded, signed: Any) -> str | None:
-    where = f"body.{spec.member}"
+def _signer_problem(txn: Txn, plan: Plan, found: Signed) -> str | None:
+    where, spec, signed = found.where, found.spec, found.doc
     if not isinstance(signed, dict):
         return f"{where} is {'missing' if signed is None else 'not an object'}"
     try:
@@ -354,12 +241,18 @@ def _signer_problem(txn: _Txn, plan: Plan, spec: _Embedded, signed: Any) -> str 
         return f"{where} is not a {spec.model.__name__}: {loc}: {error['msg']}"
     if signed["kind"] not in spec.kinds:
         return f"{where} has kind {signed['kind']!r}; this event carries {' or '.join(spec.kinds)}"
+    if signed.get("attempt", 1) < spec.min_attempt:
+        return f"{where} is attempt {signed.get('attempt', 1)}; a hold placed again is attempt 2 on"
     try:
         signer = verify(signed, txn.keyring)
     except (SignatureInvalid, VersionUnsupported, InvalidJson) as exc:
         return f"{where} does not verify: {exc.data.get('reason', exc.code)}: {exc.message}"
     if spec.key == "groupId":
         expected, role = signed["gateway"], "the gateway it names"
+        if spec.model is ChainEstimate:
+            problem = estimate_gateway_problem(txn, signed)
+            if problem is not None:
+                return f"{where} {problem}"
     else:
         branch = next((b for b in plan.branches if b.branch_id == signed["branchId"]), None)
         if branch is None:
@@ -375,7 +268,7 @@ def _signer_problem(txn: _Txn, plan: Plan, spec: _Embedded, signed: Any) -> str 
     return None
 
 
-def _check_decided(txn: _Txn, tally: Tally) -> str | None:
+def _check_decided(txn: Txn, tally: Tally) -> str | None:
     rule = "TXN-DECIDED"
     decided = txn.of(TxnEvent.DECIDED)
     later = txn.of(TxnEvent.COMMITTED, TxnEvent.COMPENSATED, TxnEvent.OUTCOME)
@@ -407,43 +300,51 @@ def _check_decided(txn: _Txn, tally: Tally) -> str | None:
     return f"decision {first.get('decision')!r} logged at event {first.position}"
 
 
-def _check_votes(txn: _Txn, tally: Tally) -> str | None:
+def _check_votes(txn: Txn, tally: Tally) -> str | None:
     rule = "TXN-VOTES"
     if txn.plan is None:
         return None
-    decided = next(iter(txn.of(TxnEvent.DECIDED)), None)
-    outcome = next(iter(txn.of(TxnEvent.OUTCOME)), None)
-    if decided is not None and decided.get("decision") == Decision.COMMIT:
-        at = decided
-    elif outcome is not None and outcome.get("state") == TxnState.COMMITTED:
-        at = outcome
-    else:
+    point = txn.commit_point()
+    if point is None:
         tally.ran(rule)
         return "nothing was decided or concluded as commit"
     # Votes and approvals count only when they were in before the decision.
-    cutoff = decided.position if decided is not None else at.position
+    at, cutoff = point
     for problem in _missing_consent(txn, txn.plan, cutoff):
         tally.fail(rule, f"{at.name} commits, but {problem}", at.position)
     tally.ran(rule)
     return "every branch voted yes and every approval group approved before the decision"
 
 
-def _missing_consent(txn: _Txn, plan: Plan, cutoff: int) -> list[str]:
+def _vote(event: Event) -> Any:
+    """What a prepare or replace event says the branch voted; ``None`` if nothing."""
+    receipt = event.embedded()
+    if receipt is not None:
+        return receipt.get("vote")
+    return f"refused: {event.get('problem')}" if event.refused else None
+
+
+def _missing_consent(txn: Txn, plan: Plan, cutoff: int) -> list[str]:
     before = [e for e in txn.events if e.position < cutoff]
     votes: dict[Any, list[Any]] = {}
+    # A hold placed again stands on its latest replace.
+    again: dict[Any, Any] = {}
     for event in before:
-        receipt = event.embedded() if event.type == TxnEvent.PREPARED else None
-        if receipt is not None:
-            votes.setdefault(event.branch, []).append(receipt.get("vote"))
-        elif event.type == TxnEvent.PREPARED and event.refused:
-            votes.setdefault(event.branch, []).append(f"refused: {event.get('problem')}")
+        voting = event.type in (TxnEvent.PREPARED, TxnEvent.REPLACED)
+        vote = _vote(event) if voting and isinstance(event.branch, str) else None
+        if vote is not None and event.type == TxnEvent.PREPARED:
+            votes.setdefault(event.branch, []).append(vote)
+        elif vote is not None:
+            again[event.branch] = vote
     out = []
     for branch in plan.branches:
-        cast = votes.get(branch.branch_id, [])
+        bid, cast = branch.branch_id, votes.get(branch.branch_id, [])
         if not cast:
-            out.append(f"branch {branch.branch_id!r} has no yes vote (no prepare receipt)")
+            out.append(f"branch {bid!r} has no yes vote (no prepare receipt)")
         elif any(vote != Vote.YES for vote in cast):
-            out.append(f"branch {branch.branch_id!r} has no yes vote (it voted {cast})")
+            out.append(f"branch {bid!r} has no yes vote (it voted {cast})")
+        elif again.get(bid, Vote.YES) != Vote.YES:
+            out.append(f"branch {bid!r} was lost and not placed again ({again[bid]})")
     deadline = plan.deadlines.decide_by
     for group in plan.approvals:
         answers = [
@@ -463,18 +364,16 @@ def _missing_consent(txn: _Txn, plan: Plan, cutoff: int) -> list[str]:
 
 
 def _by(moment: Any, deadline: str) -> bool:
-    try:
-        return isinstance(moment, str) and parse_time(moment) <= parse_time(deadline)
-    except ValueError:
-        return False
+    at, by = wire_time(moment), wire_time(deadline)
+    return at is not None and by is not None and at <= by
 
 
-def _check_order(txn: _Txn, tally: Tally) -> str | None:
+def _check_order(txn: Txn, tally: Tally) -> str | None:
     rule = "TXN-ORDER"
     if txn.plan is None:
         return None
     rank = {tier: index for index, tier in enumerate(COMMIT_ORDER)}
-    latest: tuple[_Event, Tier] | None = None
+    latest: tuple[Event, Tier] | None = None
     commits = txn.of(TxnEvent.COMMITTED)
     for event in commits:
         tier = txn.tier(event.branch)
@@ -494,7 +393,7 @@ def _check_order(txn: _Txn, tally: Tally) -> str | None:
     return f"{len(commits)} commits in tier order compensate, final, hold"
 
 
-def _check_final(txn: _Txn, tally: Tally) -> str | None:
+def _check_final(txn: Txn, tally: Tally) -> str | None:
     rule = "TXN-FINAL"
     if txn.plan is None:
         return None
@@ -513,9 +412,9 @@ def _check_final(txn: _Txn, tally: Tally) -> str | None:
     return f"{len(done)} of at most 1 final commit"
 
 
-def _check_after_abort(txn: _Txn, tally: Tally) -> str | None:
+def _check_after_abort(txn: Txn, tally: Tally) -> str | None:
     rule = "TXN-AFTER-ABORT"
-    stop: _Event | None = None
+    stop: Event | None = None
     for event in txn.events:
         aborts = event.type == TxnEvent.DECIDED and event.get("decision") == Decision.ABORT
         if stop is None and (aborts or event.type == TxnEvent.UNWINDING):
@@ -531,7 +430,7 @@ def _check_after_abort(txn: _Txn, tally: Tally) -> str | None:
     return "no commit after an abort decision or unwinding"
 
 
-def _check_outcome(txn: _Txn, tally: Tally) -> str | None:
+def _check_outcome(txn: Txn, tally: Tally) -> str | None:
     rule = "TXN-OUTCOME"
     outcomes = txn.of(TxnEvent.OUTCOME)
     last = next((e for e in reversed(txn.events) if e.type != SEAL_EVENT), None)
@@ -549,29 +448,36 @@ def _check_outcome(txn: _Txn, tally: Tally) -> str | None:
             rule, f"{outcome.name} is not the last event: {last.name} follows it", outcome.position
         )
     state = outcome.get("state")
-    if state not in (TxnState.COMMITTED, TxnState.ABORTED):
+    checks = {
+        TxnState.COMMITTED: _committed_problems,
+        TxnState.ABORTED: _aborted_problems,
+        TxnState.NEEDS_RECOVERY: recovery_problems,
+    }
+    if state not in checks:
         tally.fail(
-            rule, f"{outcome.name} states {state!r}, not committed or aborted", outcome.position
+            rule,
+            f"{outcome.name} states {state!r}, not committed, aborted or needs-recovery",
+            outcome.position,
         )
         return None
     if txn.plan is None:
         return None
-    check = _committed_problems if state == TxnState.COMMITTED else _aborted_problems
+    check = checks[state]
     for position, problem in check(txn, txn.plan, outcome):
         tally.fail(rule, problem, position)
     tally.ran(rule)
     return f"outcome {state} at event {outcome.position}, borne out by the receipts"
 
 
-def _is_receipt(event: _Event, kind: str, outcome: str) -> bool:
+def _is_receipt(event: Event, kind: str, outcome: str) -> bool:
     receipt = event.embedded()
     return receipt is not None and receipt.get("kind") == kind and receipt.get("outcome") == outcome
 
 
-def _committed_problems(txn: _Txn, plan: Plan, outcome: _Event) -> list[tuple[int, str]]:
-    commits = {
+def _committed_problems(txn: Txn, plan: Plan, outcome: Event) -> list[tuple[int, str]]:
+    commits = [
         e.branch for e in txn.of(TxnEvent.COMMITTED) if _is_receipt(e, "commit", "committed")
-    }
+    ]
     out = [
         (
             outcome.position,
@@ -587,7 +493,7 @@ def _committed_problems(txn: _Txn, plan: Plan, outcome: _Event) -> list[tuple[in
     return out
 
 
-def _aborted_problems(txn: _Txn, plan: Plan, outcome: _Event) -> list[tuple[int, str]]:
+def _aborted_problems(txn: Txn, plan: Plan, outcome: Event) -> list[tuple[int, str]]:
     undone = [
         e
         for e in txn.of(TxnEvent.COMPENSATED, TxnEvent.ABORTED)
@@ -614,13 +520,16 @@ def _aborted_problems(txn: _Txn, plan: Plan, outcome: _Event) -> list[tuple[int,
     return out
 
 
-_RULES: dict[str, Callable[[_Txn, Tally], str | None]] = {
+_RULES: dict[str, Callable[[Txn, Tally], str | None]] = {
     "TXN-PLAN": _check_plan,
     "TXN-DIGEST": _check_digest,
     "TXN-SIGNER": _check_signers,
+    "TXN-MODE": check_mode,
     "TXN-DECIDED": _check_decided,
     "TXN-VOTES": _check_votes,
+    "TXN-APPROVE-BY": check_approve_by,
     "TXN-ORDER": _check_order,
+    "TXN-LEASE": check_lease,
     "TXN-FINAL": _check_final,
     "TXN-AFTER-ABORT": _check_after_abort,
     "TXN-OUTCOME": _check_outcome,

@@ -25,11 +25,13 @@ from typing import TYPE_CHECKING, Any
 from hatp import _checks
 from hatp.clock import Clock, format_time, parse_time
 from hatp.directory import CardSource, Directory, Resolution
-from hatp.errors import AskConflict, AskUnknown, AskWithdrawn
-from hatp.evidence import SigningKey, sign
+from hatp.errors import AskConflict
+from hatp.evidence import SigningKey
 from hatp.gateway._ask import AskDoc, Context, Effects, person_entry
 from hatp.gateway._calls import call_terms, parse_call_request, terms_digest
 from hatp.gateway._channels import Channel
+from hatp.gateway._deadline import pending_vote, tighten
+from hatp.gateway._estimate import chain_estimate
 from hatp.gateway._notices import notice
 from hatp.gateway._questions import parse_question, question_digest, sign_answer
 from hatp.gateway._responses import (
@@ -41,10 +43,10 @@ from hatp.gateway._responses import (
     require_in_time,
     require_open,
 )
+from hatp.gateway._results import approval_result, of_kind, question_result
 from hatp.gateway._routing import Routed, resolve_question, route, route_call
-from hatp.model import CALL_GROUP, HumanCard, PendingVote
+from hatp.model import CALL_GROUP, HumanCard
 from hatp.store import AskKind, AskRow, AskState, AskStore
-from hatp.version import PROTOCOL_VERSION
 
 if TYPE_CHECKING:
     from hatp.coordinator import ApprovalRequest
@@ -125,32 +127,56 @@ class HumanGateway:
         if found is not None:
             return await self.poll(found.ask_id)
         now = self._clock.now()
-        routed = route(
-            request.plan,
-            request.plan_digest,
-            group_id,
-            self._directory,
-            gateway_id=self._id,
-            key=self._key,
-            clock=self._clock,
-            initiator_principal=self._principals.get(request.plan.initiator),
-            deadline_seconds=max(0.0, (request.decide_by - now).total_seconds()),
-        )
-        doc = self._new_doc(
-            _new_ask_id(), request.txn_id, request.plan_digest, group_id, request.decide_by
-        )
-        row = await self._open(
-            AskKind.APPROVAL,
-            doc,
-            routed,
-            now,
-            plan=request.plan.to_wire(),
-            action=request.group.requirement.action,
-            onBehalfOf=request.plan.on_behalf_of,
-            initiatorPrincipal=self._principals.get(request.plan.initiator),
-            passkey=request.group.requirement.passkey,
-        )
-        return _approval_result(row)
+        work = self._approval_ask(request, now)
+        return approval_result(await self._create(work, AskKind.APPROVAL, now))
+
+    async def estimate(self, request: ApprovalRequest) -> dict[str, Any]:
+        """Return the signed ChainEstimate of asking group ``request.group`` now: everyone
+        the ask would reach with nobody answering, in order, and ``worstSeconds``,
+        after which nobody is left who could approve ([GW-ESTIMATE]).
+
+        The ask is built as :meth:`ask` builds it and stepped through its SLAs
+        and deadline by the same rules, so the two never disagree. Too few
+        eligible people ([GW-FEW]): an empty chain and ``worstSeconds`` 0.
+        Stores nothing and asks nobody.
+
+        Raises:
+            AskInvalid: no such group in the plan, or the digest is not the plan's.
+            PlanInvalid, RequirementBelowTotal, AddressInvalid: routing refused it.
+        """
+        now = self._clock.now()
+        return chain_estimate(self._approval_ask(request, now))
+
+    async def tighten(self, ask_id: str, decide_by: datetime) -> dict[str, Any]:
+        """Move an open approval or call ask's deadline earlier, to ``decide_by``
+        ([GW-TIGHTEN]); return the signed PendingVote naming the deadline in force, or
+        the final Approval (CallApproval) if the ask is closed.
+
+        A later (or the same) time changes nothing. The new deadline is stored
+        before this returns; the ask is withdrawn at it, and responses after it
+        refused, exactly as at the old one ([GW-DEADLINE], [GW-VOTE-LATE]); one
+        already past withdraws the ask at once. People already asked keep the
+        notice they have.
+
+        Raises:
+            ResponseRefused: ``WRONG_KIND``: the ask is a question.
+            AskUnknown: no such ask.
+            StoreUnavailable: the store failed; the deadline is unchanged.
+        """
+        moved = False
+
+        def change(row: AskRow, work: AskDoc) -> None:
+            nonlocal moved
+            if row.kind is AskKind.QUESTION:
+                raise refused(
+                    ask_id, None, "WRONG_KIND", "a question's deadline is its asker's to set"
+                )
+            moved = tighten(work, decide_by)
+
+        row = await self._apply(ask_id, change)
+        if moved:  # pollers and the loop wait for the old deadline: wake them
+            self._notify(ask_id)
+        return approval_result(row)
 
     async def poll(self, ask_id: str, *, wait_seconds: float = 0.0) -> dict[str, Any]:
         """Return the signed PendingVote while the group is undecided, else the signed
@@ -163,7 +189,7 @@ class HumanGateway:
             AskUnknown: no such ask, or it is not an approval group's.
             StoreUnavailable: the store failed.
         """
-        return _approval_result(_of_kind(await self._poll(ask_id, wait_seconds), AskKind.APPROVAL))
+        return approval_result(of_kind(await self._poll(ask_id, wait_seconds), AskKind.APPROVAL))
 
     async def withdraw(self, ask_id: str, reason: str) -> None:
         """Withdraw an ask nobody needs any more from everyone asked. Idempotent; a
@@ -228,7 +254,7 @@ class HumanGateway:
             passkey_required=parsed.passkey,
         )
         doc = self._new_doc(_new_ask_id(), parsed.request_id, bound, CALL_GROUP, decide_by)
-        row = await self._open(
+        work = self._opened(
             AskKind.CALL,
             doc,
             routed,
@@ -241,7 +267,7 @@ class HumanGateway:
             initiatorPrincipal=principal,
             passkey=parsed.passkey,
         )
-        return _approval_result(row)
+        return approval_result(await self._create(work, AskKind.CALL, now))
 
     async def poll_call(self, ask_id: str, *, wait_seconds: float = 0.0) -> dict[str, Any]:
         """Return the signed PendingVote while the call is undecided, else the signed
@@ -252,7 +278,7 @@ class HumanGateway:
             AskUnknown: no such ask, or it is not about a tool call.
             StoreUnavailable: the store failed.
         """
-        return _approval_result(_of_kind(await self._poll(ask_id, wait_seconds), AskKind.CALL))
+        return approval_result(of_kind(await self._poll(ask_id, wait_seconds), AskKind.CALL))
 
     # -- the channels' side ---------------------------------------------
 
@@ -330,7 +356,7 @@ class HumanGateway:
         else:
             work.fill()
         row = await self._create(work, AskKind.QUESTION, now)
-        return _question_result(row)
+        return question_result(row)
 
     async def submit_answer(self, ask_id: str, human: str, value: Any) -> None:
         """Record ``human``'s answer once it fits the question, as a signed Answer.
@@ -371,7 +397,7 @@ class HumanGateway:
             AskUnknown: no such ask, or it is not a question.
             StoreUnavailable: the store failed.
         """
-        return _question_result(_of_kind(await self._poll(ask_id, wait_seconds), AskKind.QUESTION))
+        return question_result(of_kind(await self._poll(ask_id, wait_seconds), AskKind.QUESTION))
 
     # -- time ------------------------------------------------------------
 
@@ -427,22 +453,7 @@ class HumanGateway:
         decide_by: datetime,
     ) -> dict[str, Any]:
         now = self._clock.now()
-        pending = sign(
-            {
-                "hatpVersion": PROTOCOL_VERSION,
-                "kind": "pending",
-                "askId": ask_id,
-                "txnId": subject,
-                "planDigest": digest,
-                "groupId": group_id,
-                "gateway": self._id,
-                "decideBy": format_time(decide_by),
-                "time": format_time(now),
-            },
-            self._key,
-        )
-        PendingVote.model_validate(pending)
-        return {
+        doc: dict[str, Any] = {
             "askId": ask_id,
             "txnId": subject,
             "planDigest": digest,
@@ -453,19 +464,52 @@ class HumanGateway:
             "cards": {},
             "state": AskState.OPEN.value,
             "result": None,
-            "pending": pending,
         }
+        return {**doc, "pending": pending_vote(doc, self._id, self._key, now)}
 
-    async def _open(
+    def _approval_ask(self, request: ApprovalRequest, now: datetime) -> AskDoc:
+        """The new ask of ``request``'s group as :meth:`ask` stores it (not stored here)."""
+        principal = self._principals.get(request.plan.initiator)
+        routed = route(
+            request.plan,
+            request.plan_digest,
+            request.group.group_id,
+            self._directory,
+            gateway_id=self._id,
+            key=self._key,
+            clock=self._clock,
+            initiator_principal=principal,
+            deadline_seconds=max(0.0, (request.decide_by - now).total_seconds()),
+        )
+        doc = self._new_doc(
+            _new_ask_id(),
+            request.txn_id,
+            request.plan_digest,
+            request.group.group_id,
+            request.decide_by,
+        )
+        return self._opened(
+            AskKind.APPROVAL,
+            doc,
+            routed,
+            now,
+            plan=request.plan.to_wire(),
+            action=request.group.requirement.action,
+            onBehalfOf=request.plan.on_behalf_of,
+            initiatorPrincipal=principal,
+            passkey=request.group.requirement.passkey,
+        )
+
+    def _opened(
         self,
         kind: AskKind,
         doc: dict[str, Any],
         routed: Routed,
         now: datetime,
         **members: Any,
-    ) -> AskRow:
-        """Store a new approval or call ask routed as ``routed`` and ask its first people,
-        or decide it reject at once when too few are eligible ([GW-FEW])."""
+    ) -> AskDoc:
+        """A new approval or call ask routed as ``routed``, its first people asked, or
+        decided reject at once when too few are eligible ([GW-FEW]); not stored yet."""
         resolution = routed.resolution
         work = AskDoc(
             {
@@ -484,7 +528,7 @@ class HumanGateway:
             work.decide("reject", f"needs {resolution.needed}, only {eligible} eligible")
         else:
             work.fill()
-        return await self._create(work, kind, now)
+        return work
 
     async def _create(self, work: AskDoc, kind: AskKind, now: datetime) -> AskRow:
         doc = work.doc
@@ -557,6 +601,7 @@ class HumanGateway:
                 doc=work.doc,
                 state=AskState(work.doc["state"]),
                 next_due=work.next_due() if is_open else None,
+                decide_by=work.decide_by,
             )
             try:
                 return self._asks.update(updated, now), work.effects
@@ -613,24 +658,6 @@ def _people(resolution: Resolution) -> list[dict[str, Any]]:
     ]
 
 
-#: Which method polls which kind of ask.
-_POLLED_WITH = {
-    AskKind.APPROVAL: "poll",
-    AskKind.CALL: "poll_call",
-    AskKind.QUESTION: "poll_question",
-}
-
-
-def _of_kind(row: AskRow, kind: AskKind) -> AskRow:
-    if row.kind is not kind:
-        raise AskUnknown(
-            f"ask {row.ask_id} is a {row.kind.value} ask, not a {kind.value} ask; poll it "
-            f"with {_POLLED_WITH[row.kind]}",
-            ask_id=row.ask_id,
-        )
-    return row
-
-
 def _tick(row: AskRow, work: AskDoc) -> None:
     if row.is_open:
         work.tick()
@@ -642,21 +669,3 @@ def _new_ask_id() -> str:
 
 def _new_approval_id() -> str:
     return "apv-" + secrets.token_urlsafe(18)
-
-
-def _approval_result(row: AskRow) -> dict[str, Any]:
-    result: dict[str, Any] = row.doc["result"] or row.doc["pending"]
-    return result
-
-
-def _question_result(row: AskRow) -> dict[str, Any]:
-    if row.state is AskState.WITHDRAWN:
-        reason = row.doc.get("closedReason", "withdrawn")
-        raise AskWithdrawn(
-            f"question {row.txn_id} was withdrawn unanswered: {reason}; ask it again "
-            "with a later decideBy or another address",
-            ask_id=row.ask_id,
-            reason=reason,
-        )
-    result: dict[str, Any] = row.doc["result"] or row.doc["pending"]
-    return result

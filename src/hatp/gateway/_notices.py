@@ -7,6 +7,7 @@ from typing import Any, Literal
 
 from hatp.clock import parse_time
 from hatp.gateway._channels import Notice
+from hatp.gateway._deadline import deadline
 from hatp.gateway._view import approver_view, call_view, question_view
 from hatp.model import parse_plan
 from hatp.store import AskKind, AskRow
@@ -49,6 +50,6 @@ def notice(row: AskRow, entry: Mapping[str, Any]) -> Notice:
         kind=_NOTICE_KINDS[row.kind],
         view=view,
         payload=payload,
-        decide_by=row.decide_by,
+        decide_by=deadline(row),
         respond_by=parse_time(entry["respondBy"]),
     )

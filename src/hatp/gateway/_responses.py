@@ -24,6 +24,7 @@ from hatp.errors import (
 )
 from hatp.evidence import card_keyring, verify
 from hatp.gateway._ask import AskDoc
+from hatp.gateway._deadline import deadline
 from hatp.model import HumanCard, HumanVote
 from hatp.store import AskKind, AskRow
 
@@ -46,7 +47,7 @@ def check_vote(row: AskRow, work: AskDoc, vote: HumanVote, now: datetime) -> Non
         raise refused(ask_id, human, "WRONG_KIND", "this ask is a question: answer it")
     require_open(row, human)
     require_in_time(row, human, now)
-    if parse_time(vote.time) > row.decide_by and _checks.is_on("GW-VOTE-LATE"):
+    if parse_time(vote.time) > deadline(row) and _checks.is_on("GW-VOTE-LATE"):
         raise refused(
             ask_id,
             human,
@@ -131,7 +132,7 @@ def require_open(row: AskRow, human: str) -> None:
 
 def require_in_time(row: AskRow, human: str, now: datetime) -> None:
     """[GW-VOTE-LATE] no response is taken after decideBy."""
-    if now > row.decide_by and _checks.is_on("GW-VOTE-LATE"):
+    if now > deadline(row) and _checks.is_on("GW-VOTE-LATE"):
         raise refused(
             row.ask_id,
             human,

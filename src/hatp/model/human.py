@@ -9,6 +9,10 @@ votes, the voters' cards and the final routing record.
 Questions beyond approve/reject are :class:`Question` (choose, form, text);
 the gateway signs an :class:`Answer` bound to the question's digest only
 after the answer fits the question.
+
+Before anyone is asked, the gateway can say how long asking a group could
+take at worst: a signed :class:`ChainEstimate` lists every person the ask
+would reach with nobody answering (:class:`ChainLink`), in order.
 """
 
 from __future__ import annotations
@@ -27,6 +31,8 @@ from hatp.model.signature import Signature
 __all__ = [
     "ASK_ID_PATTERN",
     "Answer",
+    "ChainEstimate",
+    "ChainLink",
     "HumanVote",
     "PendingVote",
     "Question",
@@ -140,3 +146,47 @@ class Answer(WireModel):
     gateway: str
     answered_at: WireTime
     signature: Signature
+
+
+class ChainLink(WireModel):
+    """One person an ask would reach with nobody answering, and when their wait would
+    start and end, in seconds after the ask: their SLA, or the deadline if it comes
+    first."""
+
+    human: PersonAddress
+    sla: int = Field(gt=0, description="the card's sla.decideSeconds")
+    delegate_of: PersonAddress | None = Field(description="whose delegate they are asked as")
+    starts_at: float = Field(ge=0, allow_inf_nan=False)
+    ends_at: float = Field(ge=0, allow_inf_nan=False)
+
+    @model_validator(mode="after")
+    def _ends_after_it_starts(self) -> ChainLink:
+        if self.ends_at < self.starts_at:
+            raise PydanticCustomError("CHAIN_ORDER", "endsAt is before startsAt")
+        return self
+
+
+class ChainEstimate(WireModel):
+    """The gateway's signed worst case of asking one approval group, nobody answering.
+
+    ``chain`` lists everyone the ask would reach, in the order asked;
+    ``worstSeconds`` is the latest ``endsAt`` (0 with nobody to ask): after
+    it nobody is left who could approve.
+    """
+
+    hatp_version: str
+    kind: Literal["chain-estimate"]
+    txn_id: str
+    plan_digest: Digest
+    group_id: str
+    gateway: str
+    chain: list[ChainLink]
+    worst_seconds: float = Field(ge=0, allow_inf_nan=False)
+    time: WireTime
+    signature: Signature
+
+    @model_validator(mode="after")
+    def _worst_is_the_last_end(self) -> ChainEstimate:
+        if self.worst_seconds != max((link.ends_at for link in self.chain), default=0):
+            raise PydanticCustomError("CHAIN_WORST", "worstSeconds is not the latest endsAt")
+        return self

@@ -29,7 +29,11 @@ __all__ = [
     "ApprovalGroup",
     "Branch",
     "Deadlines",
+    "Escalation",
+    "Mode",
+    "OffSessionReauth",
     "Plan",
+    "Recovery",
     "Requirement",
     "Tier",
     "parse_plan",
@@ -150,6 +154,67 @@ class Deadlines(WireModel):
     decide_by: WireTime
 
 
+class Mode(StrEnum):
+    """How phase 1 fits the people's decision time inside the holds (docs/spec.md §14).
+
+    ``parallel``: prepare and ask at once. ``approval-first``: people approve
+    quoted prices first; the holds are placed after and must match the quotes.
+    ``auto``: the coordinator chooses parallel or approval-first from the clock.
+    """
+
+    AUTO = "auto"
+    PARALLEL = "parallel"
+    APPROVAL_FIRST = "approval-first"
+
+
+class Escalation(WireModel):
+    """Who is brought in when the final step stays in doubt, and how early.
+
+    An in-doubt final step escalates ``leadSeconds`` before the first hold
+    ends, to ``address`` (``null``: the person the plan acts for).
+    """
+
+    address: Address | None = Field(
+        default=None, description="who is escalated to; null: the plan's onBehalfOf"
+    )
+    lead_seconds: int = Field(
+        ge=0, le=31_536_000, description="how long before the first hold ends to escalate"
+    )
+
+
+class OffSessionReauth(WireModel):
+    """Whether the payer consented to being re-authorized off-session, up to what, under what."""
+
+    consented: bool
+    up_to: Amount | None = Field(default=None, description="the most a re-authorization may be")
+    mandate: str | None = Field(
+        default=None, min_length=1, max_length=256, description="the saved mandate it uses"
+    )
+
+    @model_validator(mode="after")
+    def _complete(self) -> OffSessionReauth:
+        if self.consented and (self.up_to is None or self.mandate is None):
+            raise PydanticCustomError(
+                "RECOVERY_INCOMPLETE",
+                "a consented off-session re-authorization names both upTo and mandate",
+                {"where": "/recovery/offSessionReauth"},
+            )
+        if not self.consented and (self.up_to is not None or self.mandate is not None):
+            raise PydanticCustomError(
+                "RECOVERY_INCOMPLETE",
+                "without consent there is no cap or mandate: drop upTo and mandate, "
+                "or set consented to true",
+                {"where": "/recovery/offSessionReauth"},
+            )
+        return self
+
+
+class Recovery(WireModel):
+    """What the payer agreed, when the plan was signed, to a hold that lapses."""
+
+    off_session_reauth: OffSessionReauth
+
+
 class AgentText(WireModel):
     """Text the agent wrote. Shown labelled as agent-written; never drives a rule."""
 
@@ -171,6 +236,9 @@ class Plan(WireModel):
     branches: list[Branch] = Field(min_length=1, max_length=64)
     approvals: list[ApprovalGroup] = Field(default_factory=list, max_length=16)
     deadlines: Deadlines
+    mode: Mode = Field(default=Mode.AUTO, strict=False)
+    escalation: Escalation | None = None
+    recovery: Recovery | None = None
     agent_text: AgentText | None = None
 
     @model_validator(mode="after")
@@ -294,7 +362,11 @@ def _check_no_cycle(by_id: dict[str, Branch]) -> None:
             node = payer.get(node)
 
 
-_TYPE_REASONS = {("amount", "value"): "AMOUNT_NOT_DECIMAL", ("tier",): "UNKNOWN_TIER"}
+_TYPE_REASONS = {
+    ("amount", "value"): "AMOUNT_NOT_DECIMAL",
+    ("tier",): "UNKNOWN_TIER",
+    ("mode",): "UNKNOWN_MODE",
+}
 
 
 def parse_plan(doc: Mapping[str, Any] | Plan) -> Plan:

@@ -27,6 +27,7 @@ __all__ = [
     "OutcomeReceipt",
     "Preconditions",
     "PrepareReceipt",
+    "Quote",
     "RenewReceipt",
     "TxnEvent",
     "TxnState",
@@ -57,6 +58,8 @@ class TxnState(StrEnum):
     ``unwinding``: a phase-2 step failed after commit was decided; undoing.
     ``aborting``: abort decided and logged; releasing.
     ``committed`` / ``aborted``: finished.
+    ``needs-recovery``: finished, but not whole: the final step answered after
+    some holds lapsed; they were released and recovery was offered to a person.
     """
 
     ACTIVE = "active"
@@ -66,11 +69,12 @@ class TxnState(StrEnum):
     ABORTING = "aborting"
     COMMITTED = "committed"
     ABORTED = "aborted"
+    NEEDS_RECOVERY = "needs-recovery"
 
     @property
     def finished(self) -> bool:
         """Whether nothing more will happen to the transaction."""
-        return self in (TxnState.COMMITTED, TxnState.ABORTED)
+        return self in (TxnState.COMMITTED, TxnState.ABORTED, TxnState.NEEDS_RECOVERY)
 
 
 class BranchState(StrEnum):
@@ -101,6 +105,9 @@ class PrepareReceipt(WireModel):
     participant: str
     plan_digest: Digest
     fence: int = Field(ge=0)
+    attempt: int = Field(
+        default=1, ge=1, description="1 for the prepare; n + 1 for a lost hold placed again"
+    )
     vote: Vote = Field(strict=False)
     reason: str | None = Field(default=None, description="why the vote is no")
     tier: Tier = Field(strict=False)
@@ -112,6 +119,43 @@ class PrepareReceipt(WireModel):
         default=None, description="compensate and final: what the dry run saw"
     )
     cost: Amount | None = Field(default=None, description="what the participant will charge")
+    time: WireTime
+    signature: Signature
+
+
+class Quote(WireModel):
+    """A participant's signed word on what a prepare of one branch would give now (§13).
+
+    A quote places nothing and promises nothing: ``cost`` is what the
+    participant would charge if the branch were prepared now, until
+    ``validUntil``; ``leaseSeconds`` and ``holdSeconds`` (holds only) are the
+    longest lease and the horizon a prepare now would grant. A ``cost`` above
+    the branch's amount is allowed here: the coordinator compares, and the
+    prepare votes no [PART-COST].
+    """
+
+    hatp_version: str
+    kind: Literal["quote"]
+    txn_id: str
+    branch_id: str
+    participant: str
+    plan_digest: Digest
+    fence: int = Field(ge=0)
+    tier: Tier = Field(strict=False)
+    cost: Amount | None = Field(
+        default=None, description="what a prepare now would charge; null: not said"
+    )
+    valid_until: WireTime | None = Field(
+        default=None, description="the cost holds until then; null: no expiry"
+    )
+    lease_seconds: float | None = Field(
+        default=None, gt=0, description="holds: the longest lease a prepare now would grant"
+    )
+    hold_seconds: float | None = Field(
+        default=None,
+        gt=0,
+        description="holds: how long a hold placed now could last, renewals included",
+    )
     time: WireTime
     signature: Signature
 
@@ -207,7 +251,9 @@ class TxnEvent(StrEnum):
     """The event types of a transaction's record (docs/spec.md §13)."""
 
     PLANNED = "txn.planned"
+    MODE = "txn.mode"
     PREPARED = "txn.prepared"
+    REPLACED = "txn.replaced"
     PENDING = "txn.pending"
     APPROVAL = "txn.approval"
     RENEWED = "txn.renewed"
@@ -219,4 +265,7 @@ class TxnEvent(StrEnum):
     COMMITTED = "txn.committed"
     COMPENSATED = "txn.compensated"
     ABORTED = "txn.aborted"
+    ESCALATED = "txn.escalated"
+    LATE_ANSWER = "txn.late-answer"
+    RECOVERY_OFFERED = "txn.recovery-offered"
     OUTCOME = "txn.outcome"

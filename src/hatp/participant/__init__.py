@@ -7,7 +7,14 @@ signs every receipt. The coordinator talks to anything that is a
 :class:`Participant`.
 """
 
-from hatp.participant._operation import Committed, Operation, Prepared, Refuse, Work
+from hatp.participant._operation import (
+    Committed,
+    Operation,
+    Prepared,
+    Quoted,
+    Refuse,
+    Work,
+)
 from hatp.participant._protocol import Participant
 from hatp.participant._relay import Relay
 from hatp.participant._server import ParticipantServer
@@ -18,6 +25,7 @@ __all__ = [
     "Participant",
     "ParticipantServer",
     "Prepared",
+    "Quoted",
     "Refuse",
     "Relay",
     "Work",

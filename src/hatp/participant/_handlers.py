@@ -42,7 +42,7 @@ from hatp.participant._receipts import Signer
 from hatp.participant._rules import check_preconditions, cost_problem, lease, renewed_lease
 from hatp.store import BranchRow, BranchStore
 
-Method = Literal["prepare", "commit", "abort", "compensate", "renew"]
+Method = Literal["prepare", "commit", "abort", "compensate", "renew", "quote", "replace"]
 Result = dict[str, Any] | HoldExpired
 Handler = Callable[["Call"], Result]
 
@@ -61,6 +61,7 @@ class Request:
     plan_digest: str | None = None
     preconditions: Preconditions | None = None
     undo_token: str | None = None
+    attempt: int | None = None
 
 
 class PlanCache:
@@ -196,25 +197,55 @@ def _prepare_new(call: Call) -> Result:
     req = call.request
     if req.plan is None or req.branch is None or req.operation is None or req.plan_digest is None:
         raise TypeError("prepare needs the plan, branch, operation and digest")
-    plan, branch, operation, plan_digest = req.plan, req.branch, req.operation, req.plan_digest
+    return place(call, req.plan, req.branch, req.operation, req.plan_digest)
+
+
+def place(
+    call: Call,
+    plan: Plan,
+    branch: Branch,
+    operation: Operation,
+    plan_digest: str,
+    *,
+    attempt: int = 1,
+) -> dict[str, Any]:
+    """Run the operation's prepare, store the vote and return its receipt.
+
+    The prepare of a branch is attempt 1; a lost hold placed again is the
+    next attempt [PART-REPLACE]. Either way the new vote replaces whatever
+    the row held: state, receipt, lease, and any outcome.
+    """
     work = call.work(plan, branch, plan_digest, None)
     sign = call.signer()
-    kept = {"tier": operation.tier, "plan_digest": plan_digest, "plan": plan.to_wire()}
+    kept = {
+        "tier": operation.tier,
+        "plan_digest": plan_digest,
+        "plan": plan.to_wire(),
+        "outcome_receipt": None,
+    }
+    no = {"state": BranchState.REFUSED, "prepared": None, "lease_expires_at": None, **kept}
     try:
         # A savepoint: whatever the operation wrote before voting no is undone.
         with call.conn.begin_nested():
             prepared = operation.prepare(work)
     except Refuse as refusal:
-        receipt = sign.prepare(plan_digest, operation.tier, Vote.NO, reason=str(refusal))
-        call.save(state=BranchState.REFUSED, prepare_receipt=receipt, **kept)
+        receipt = sign.prepare(
+            plan_digest, operation.tier, Vote.NO, reason=str(refusal), attempt=attempt
+        )
+        call.save(prepare_receipt=receipt, **no)
         return receipt
     problem = cost_problem(branch, prepared.cost)
     if problem is not None:
         operation.abort(replace(work, prepared=prepared))  # release what it placed [PART-COST]
         receipt = sign.prepare(
-            plan_digest, operation.tier, Vote.NO, reason=problem, cost=prepared.cost
+            plan_digest,
+            operation.tier,
+            Vote.NO,
+            reason=problem,
+            cost=prepared.cost,
+            attempt=attempt,
         )
-        call.save(state=BranchState.REFUSED, prepare_receipt=receipt, **kept)
+        call.save(prepare_receipt=receipt, **no)
         return receipt
     lease_expires_at = hold_horizon = None
     if operation.tier is Tier.HOLD:
@@ -227,6 +258,7 @@ def _prepare_new(call: Call) -> Result:
         hold_horizon=hold_horizon,
         preconditions=prepared.preconditions,
         cost=prepared.cost,
+        attempt=attempt,
     )
     call.save(
         state=BranchState.PREPARED,
@@ -378,13 +410,13 @@ def _commit_refused(call: Call) -> Result:
     )
 
 
-def _never_prepared(call: Call) -> Result:
-    """Commit, compensate or renew of a branch this participant never prepared."""
+def never_prepared(call: Call) -> Result:
+    """Commit, compensate, renew or replace of a branch this participant never prepared."""
     raise call.not_prepared()
 
 
 COMMIT: dict[BranchState, Handler] = {
-    BranchState.UNKNOWN: _never_prepared,
+    BranchState.UNKNOWN: never_prepared,
     BranchState.PREPARED: _commit_prepared,
     BranchState.REFUSED: _commit_refused,
     BranchState.COMMITTED: _commit_repeat,
@@ -488,7 +520,7 @@ def _compensate_uncommitted(call: Call) -> Result:
 
 
 COMPENSATE: dict[BranchState, Handler] = {
-    BranchState.UNKNOWN: _never_prepared,
+    BranchState.UNKNOWN: never_prepared,
     BranchState.PREPARED: _compensate_uncommitted,
     BranchState.REFUSED: _compensate_uncommitted,
     BranchState.ABORTED: _compensate_uncommitted,
@@ -553,7 +585,7 @@ def _renew_ended(call: Call) -> Result:
 
 
 RENEW: dict[BranchState, Handler] = {
-    BranchState.UNKNOWN: _never_prepared,
+    BranchState.UNKNOWN: never_prepared,
     BranchState.PREPARED: _renew_prepared,
     BranchState.REFUSED: _renew_refused,
     BranchState.COMMITTED: _renew_ended,

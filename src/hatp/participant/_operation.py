@@ -20,7 +20,7 @@ from hatp.errors import InvalidJson
 from hatp.evidence import canonicalize
 from hatp.model import Amount, Branch, Plan, Preconditions, Tier
 
-__all__ = ["Committed", "Operation", "Prepared", "Refuse", "Work"]
+__all__ = ["Committed", "Operation", "Prepared", "Quoted", "Refuse", "Work"]
 
 
 @dataclass(frozen=True)
@@ -86,6 +86,26 @@ class Committed:
         _require_json(self.effect, "Committed.effect")
 
 
+@dataclass(frozen=True)
+class Quoted:
+    """What :meth:`Operation.quote` says a prepare now would charge.
+
+    ``cost``: the price (``None``: not said). ``valid_seconds``: how long the
+    price holds from now (``None``: no expiry). A cost above the branch's
+    amount is quoted as it is: the prepare is what votes no [PART-COST].
+
+    Raises:
+        ValueError: ``valid_seconds`` is not positive.
+    """
+
+    cost: Amount | None = None
+    valid_seconds: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.valid_seconds is not None and not self.valid_seconds > 0:
+            raise ValueError(f"valid_seconds must be positive, not {self.valid_seconds}")
+
+
 class Refuse(Exception):
     """Raised by :meth:`Operation.prepare` to vote no.
 
@@ -146,6 +166,15 @@ class Operation(ABC):
 
     def preconditions(self, work: Work) -> Preconditions | None:
         """Re-read the targets at commit; ``None`` (the default) skips the re-read."""
+        return None
+
+    def quote(self, work: Work) -> Quoted | None:
+        """Say what a prepare now would charge, and for how long; place nothing.
+
+        Runs in a savepoint the SDK rolls back, so nothing it writes is kept
+        [PART-QUOTE]. A quote never votes: raising :class:`Refuse` (or
+        returning ``None``, the default) quotes no cost.
+        """
         return None
 
 

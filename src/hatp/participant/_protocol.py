@@ -11,11 +11,13 @@ __all__ = ["Participant"]
 
 @runtime_checkable
 class Participant(Protocol):
-    """A participant as the coordinator sees it: six idempotent async calls.
+    """A participant as the coordinator sees it: eight async calls.
 
-    Every call is keyed by ``(txnId, branchId)`` and returns the same signed
-    receipt when repeated [PART-IDEMPOTENT]. ``ParticipantServer`` implements
-    it in process; transports implement it on the client side.
+    Every call is keyed by ``(txnId, branchId)`` (``replace`` also by its
+    attempt) and returns the same signed receipt when repeated
+    [PART-IDEMPOTENT]; ``quote`` and ``status`` store nothing and change
+    nothing. ``ParticipantServer`` implements it in process; transports
+    implement it on the client side.
     """
 
     @property
@@ -28,6 +30,22 @@ class Participant(Protocol):
 
         Raises:
             PlanInvalid, OutcomeConflict, StaleFence: see docs/spec.md.
+        """
+        ...
+
+    async def quote(self, plan: Plan, branch_id: str, fence: int) -> dict[str, Any]:
+        """Say what a prepare would give now, placing nothing; return the signed Quote.
+
+        Raises:
+            PlanInvalid, StaleFence.
+        """
+        ...
+
+    async def replace(self, plan: Plan, branch_id: str, fence: int, attempt: int) -> dict[str, Any]:
+        """Place a lost hold again; return the signed PrepareReceipt of ``attempt``.
+
+        Raises:
+            NotReplaceable, NotPrepared, PlanInvalid, OutcomeConflict, StaleFence.
         """
         ...
 

@@ -19,6 +19,7 @@ from hatp.model import (
     OutcomeReceipt,
     Preconditions,
     PrepareReceipt,
+    Quote,
     RenewReceipt,
     Tier,
     Vote,
@@ -59,10 +60,12 @@ class Signer:
         hold_horizon: datetime | None = None,
         preconditions: Preconditions | None = None,
         cost: Amount | None = None,
+        attempt: int = 1,
     ) -> dict[str, Any]:
-        """Return a signed PrepareReceipt (its wire dict)."""
+        """Return a signed PrepareReceipt (its wire dict); ``attempt`` > 1 for a replacement."""
         body = {
             **self._head("prepare", plan_digest),
+            "attempt": attempt,
             "vote": vote.value,
             "reason": reason,
             "tier": tier.value,
@@ -74,6 +77,30 @@ class Signer:
         }
         signed = sign(body, self.key)
         PrepareReceipt.model_validate(signed)
+        return signed
+
+    def quote(
+        self,
+        plan_digest: str,
+        tier: Tier,
+        *,
+        cost: Amount | None,
+        valid_until: datetime | None,
+        lease_seconds: float | None,
+        hold_seconds: float | None,
+    ) -> dict[str, Any]:
+        """Return a signed Quote (its wire dict)."""
+        body = {
+            **self._head("quote", plan_digest),
+            "tier": tier.value,
+            "cost": None if cost is None else cost.to_wire(),
+            "validUntil": _time(valid_until),
+            "leaseSeconds": lease_seconds,
+            "holdSeconds": hold_seconds,
+            "time": format_time(self.now),
+        }
+        signed = sign(body, self.key)
+        Quote.model_validate(signed)
         return signed
 
     def renew(

@@ -35,6 +35,14 @@ class Relay:
     async def prepare(self, plan: Plan, branch_id: str, fence: int) -> dict[str, Any]:
         return await self.relay("prepare", lambda: self.inner.prepare(plan, branch_id, fence))
 
+    async def quote(self, plan: Plan, branch_id: str, fence: int) -> dict[str, Any]:
+        return await self.relay("quote", lambda: self.inner.quote(plan, branch_id, fence))
+
+    async def replace(self, plan: Plan, branch_id: str, fence: int, attempt: int) -> dict[str, Any]:
+        return await self.relay(
+            "replace", lambda: self.inner.replace(plan, branch_id, fence, attempt)
+        )
+
     async def commit(
         self,
         txn_id: str,

@@ -1,4 +1,5 @@
-"""The participant's checks that need no stored state: plan, cost, lease, preconditions.
+"""The participant's checks that need no stored state (plan, cost, preconditions),
+and the times they rest on: a hold's lease and horizon, a quote's terms.
 
 Each check asks :func:`hatp._checks.is_on` with its requirement id before it
 refuses, so the planted-violation tests can switch it off.
@@ -115,6 +116,20 @@ def renewed_lease(
     never past the horizon and never earlier than ``current``.
     """
     return max(current, min(_wire(now + _lease_length(operation, asked)), horizon))
+
+
+def hold_terms(operation: Operation) -> tuple[float, float]:
+    """Return the ``(leaseSeconds, holdSeconds)`` a hold prepared now could get [PART-QUOTE].
+
+    The longest lease the operation grants (never past its horizon), and its
+    horizon: what :func:`lease` gives a prepare that asks for the longest lease.
+    """
+    return min(operation.max_lease_seconds, operation.max_hold_seconds), operation.max_hold_seconds
+
+
+def valid_until(now: datetime, seconds: float | None) -> datetime | None:
+    """Return when a quoted cost stops holding (cut to the millisecond), or ``None``."""
+    return None if seconds is None else _wire(now + timedelta(seconds=seconds))
 
 
 def _lease_length(operation: Operation, asked: float | None) -> timedelta:

@@ -14,6 +14,8 @@ from hatp.evidence import SigningKey, digest
 from hatp.model import BranchState, BranchStatus, Plan, Preconditions, Tier
 from hatp.participant import _handlers as handlers
 from hatp.participant._operation import Operation
+from hatp.participant._quote import QUOTE
+from hatp.participant._replace import REPLACE
 from hatp.participant._rules import check_plan
 from hatp.store import BranchStore, Store
 
@@ -69,6 +71,68 @@ class ParticipantServer:
             "prepare", plan, branch, operation, plan_digest=digest(plan.to_wire())
         )
         return await self._call(plan.txn_id, branch_id, fence, request, handlers.PREPARE)
+
+    async def quote(self, plan: Plan, branch_id: str, fence: int) -> dict[str, Any]:
+        """Say what a prepare of the branch would give now; place nothing [PART-QUOTE].
+
+        Whatever the operation's ``quote`` writes is rolled back, and the branch
+        is left as it was, except that a higher fence is remembered [PART-FENCE].
+        A quote is answered in every branch state (it reads the operation, not
+        the branch) and is not stored: a repeat is a fresh quote.
+
+        Returns:
+            The signed Quote: ``cost`` and ``validUntil`` as the operation says
+            (``null`` if it says nothing); for a hold, ``leaseSeconds`` and
+            ``holdSeconds``, the longest lease and the horizon a prepare now would grant.
+
+        Raises:
+            PlanInvalid: as for prepare [PART-PLAN].
+            StaleFence: ``fence`` is below the highest seen [PART-FENCE].
+        """
+        branch, operation = check_plan(plan, branch_id, self._id, self._operations)
+        request = handlers.Request(
+            "quote", plan, branch, operation, plan_digest=digest(plan.to_wire())
+        )
+        return await self._call(plan.txn_id, branch_id, fence, request, QUOTE)
+
+    async def replace(self, plan: Plan, branch_id: str, fence: int, attempt: int) -> dict[str, Any]:
+        """Place a lost hold again under the same plan [PART-REPLACE].
+
+        Allowed only for a hold whose lease ended: released at expiry, or still
+        prepared with its lease over (released first, in the same transaction).
+        The operation's prepare runs again and its vote, with a lease and horizon
+        from now, is stored as the branch's prepare receipt, all in one store
+        transaction [PART-DURABLE]. Commit, renew, abort, status and sweep then
+        work on the new hold as on any prepared hold.
+
+        Args:
+            attempt: the attempt wanted: the branch's last attempt + 1 (the
+                prepare is attempt 1). If the branch already has this attempt,
+                its stored receipt is returned and nothing is placed [PART-IDEMPOTENT].
+
+        Returns:
+            The signed PrepareReceipt with ``attempt``: yes, or no (the operation
+            refused, or [PART-COST]) leaving the branch refused.
+
+        Raises:
+            NotReplaceable: the hold was not lost (live, committed, refused,
+                compensated or aborted by the coordinator), the branch is not a
+                hold, or ``attempt`` is not the next one; nothing was done.
+            NotPrepared: never prepared here.
+            PlanInvalid: as for prepare [PART-PLAN].
+            OutcomeConflict: prepared under another plan digest [PART-PLAN]; flagged.
+            StaleFence: [PART-FENCE].
+        """
+        branch, operation = check_plan(plan, branch_id, self._id, self._operations)
+        request = handlers.Request(
+            "replace",
+            plan,
+            branch,
+            operation,
+            plan_digest=digest(plan.to_wire()),
+            attempt=attempt,
+        )
+        return await self._call(plan.txn_id, branch_id, fence, request, REPLACE)
 
     async def commit(
         self,

@@ -142,7 +142,8 @@ class AskStore:
         return None if found is None else AskRow._from_row(found)
 
     def update(self, row: AskRow, now: datetime) -> AskRow:
-        """Write ``row``'s state, ``next_due`` and ``doc`` if the stored ask is still at
+        """Write ``row``'s state, ``next_due``, ``decide_by`` (a tighten moves it earlier)
+        and ``doc`` if the stored ask is still at
         ``row.version``; return the row as stored (its version one higher).
 
         Raises:
@@ -157,6 +158,7 @@ class AskStore:
             "k_version": row.version,
             "state": row.state.value,
             "next_due": None if row.next_due is None else to_ms(row.next_due),
+            "decide_by": to_ms(row.decide_by),
             "doc": dump_json(row.doc),
             "version": row.version + 1,
             "updated_at": to_ms(now),

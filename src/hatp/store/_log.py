@@ -36,7 +36,7 @@ from hatp.store._schema import (
 )
 from hatp.version import PROTOCOL_VERSION
 
-_FINISHED = [TxnState.COMMITTED.value, TxnState.ABORTED.value]
+_FINISHED = [state.value for state in TxnState if state.finished]
 _IS_OPEN = txn.c.state.not_in(_FINISHED)
 
 

@@ -1,0 +1,168 @@
+"""Choosing how phase 1 fits people's decision time inside the holds [COORD-MODE].
+
+A hold lasts only so long, renewals included (its horizon), and the
+people's decision time comes out of it. In ``auto`` mode the coordinator
+asks, before placing anything, how long the worst case along each approval
+group's escalation chain is (the gateway's signed ChainEstimate: every
+candidate's SLA in escalation order) and how long each hold could last if
+placed now (the participant's signed Quote). Parallel mode fits when the
+worst case plus the time commit needs is within the shortest hold;
+otherwise people approve quoted prices first and the holds are placed
+after (approval-first). The choice and the signed numbers behind it are
+the record's ``txn.mode`` event, which an auditor recomputes offline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from hatp.coordinator._gateway import ApprovalRequest, Gateway
+from hatp.coordinator._txn import TxnRun
+from hatp.coordinator._vetting import describe, vet_estimate, vet_quote
+from hatp.errors import StaleFence
+from hatp.evidence import Keyring
+from hatp.model import Branch, ChainEstimate, Mode, Quote, Tier
+from hatp.participant import Participant
+
+__all__ = ["ModeChoice", "ModeChooser", "choose_mode"]
+
+
+@dataclass(frozen=True)
+class ModeChoice:
+    """The mode phase 1 runs in, the ``txn.mode`` body that records it, and the quotes."""
+
+    chosen: Mode
+    body: dict[str, Any]
+    quotes: dict[str, Quote] = field(default_factory=dict)
+
+
+def choose_mode(worst_seconds: float, shortest_hold_seconds: float, commit_seconds: float) -> Mode:
+    """Parallel if the worst case and the commit fit inside the shortest hold, else
+    approval-first [COORD-MODE]."""
+    if worst_seconds + commit_seconds <= shortest_hold_seconds:
+        return Mode.PARALLEL
+    return Mode.APPROVAL_FIRST
+
+
+class ModeChooser:
+    """Gets the signed numbers a mode rests on, and chooses."""
+
+    def __init__(
+        self,
+        *,
+        participants: Mapping[str, Participant],
+        gateway: Gateway,
+        keyring: Keyring,
+        call_timeout: float,
+        commit_allowance: float,
+    ) -> None:
+        self._participants = participants
+        self._gateway = gateway
+        self._keyring = keyring
+        self._timeout = call_timeout
+        self._allowance = commit_allowance
+
+    async def choose(self, run: TxnRun, decide_by: datetime) -> tuple[ModeChoice | None, str]:
+        """Return the choice, or ``None`` and why it could not be made (the plan aborts).
+
+        Raises:
+            StaleFence: another coordinator owns the transaction now.
+        """
+        requested = run.plan.mode
+        holds = [b for b in run.plan.branches if b.tier is Tier.HOLD]
+        body: dict[str, Any] = {
+            "requested": requested.value,
+            "chosen": requested.value,
+            "estimates": [],
+            "quotes": [],
+            "worstSeconds": None,
+            "shortestHoldSeconds": None,
+            "commitSeconds": self._allowance,
+            "basis": None,
+        }
+        if requested is Mode.AUTO and not holds:
+            body["chosen"] = Mode.PARALLEL.value
+            return ModeChoice(Mode.PARALLEL, body), ""
+        if requested is Mode.PARALLEL:
+            return ModeChoice(requested, body), ""
+        quotes, problem = await self._quotes(run, holds)
+        if quotes is None:
+            return None, problem
+        body["quotes"] = [q.to_wire() for q in quotes.values()]
+        if requested is Mode.APPROVAL_FIRST:
+            return ModeChoice(requested, body, quotes), ""
+        estimates, problem = await self._estimates(run, decide_by)
+        if estimates is None:
+            return None, problem
+        worst = max((e.worst_seconds for e in estimates), default=0)
+        basis, shortest = min(
+            ((bid, q.hold_seconds or 0.0) for bid, q in quotes.items()), key=lambda p: p[1]
+        )
+        chosen = choose_mode(worst, shortest, self._allowance)
+        body.update(
+            chosen=chosen.value,
+            estimates=[e.to_wire() for e in estimates],
+            worstSeconds=worst,
+            shortestHoldSeconds=shortest,
+            basis=basis,
+        )
+        return ModeChoice(chosen, body, quotes), ""
+
+    async def _quotes(
+        self, run: TxnRun, holds: list[Branch]
+    ) -> tuple[dict[str, Quote] | None, str]:
+        answers = await asyncio.gather(
+            *(self._quote(run, branch) for branch in holds), return_exceptions=True
+        )
+        quotes: dict[str, Quote] = {}
+        for branch, answer in zip(holds, answers, strict=True):
+            if isinstance(answer, StaleFence):
+                raise answer
+            if isinstance(answer, BaseException):
+                return None, f"{branch.branch_id}: no quote: {describe(answer, self._timeout)}"
+            parsed, problem = vet_quote(
+                answer,
+                self._keyring,
+                txn_id=run.txn_id,
+                branch=branch,
+                plan_digest=run.digest,
+                fence=run.fence,
+            )
+            if problem is not None or parsed is None:
+                return None, f"{branch.branch_id}: the quote does not count: {problem}"
+            quotes[branch.branch_id] = parsed
+        return quotes, ""
+
+    async def _quote(self, run: TxnRun, branch: Branch) -> dict[str, Any]:
+        participant = self._participants[branch.participant]
+        return await asyncio.wait_for(
+            participant.quote(run.plan, branch.branch_id, run.fence), self._timeout
+        )
+
+    async def _estimates(
+        self, run: TxnRun, decide_by: datetime
+    ) -> tuple[list[ChainEstimate] | None, str]:
+        estimates: list[ChainEstimate] = []
+        for group in run.plan.approvals:
+            request = ApprovalRequest(run.txn_id, run.plan, run.digest, group, decide_by)
+            try:
+                answer = await asyncio.wait_for(self._gateway.estimate(request), self._timeout)
+            except Exception as exc:  # no estimate, no choice: fail closed
+                failure = describe(exc, self._timeout)
+                return None, f"approval {group.group_id}: no estimate: {failure}"
+            parsed, problem = vet_estimate(
+                answer,
+                self._keyring,
+                gateway_id=self._gateway.gateway_id,
+                txn_id=run.txn_id,
+                group_id=group.group_id,
+                plan_digest=run.digest,
+            )
+            if problem is not None or parsed is None:
+                return None, f"approval {group.group_id}: the estimate does not count: {problem}"
+            estimates.append(parsed)
+        return estimates, ""
