@@ -581,6 +581,16 @@ def _txn_prepared_before_approval() -> Any:
     return _committed(_asked(TxnBuilder(trip_plan(mode="approval-first")).planned()))
 
 
+def _txn_held_off_quote() -> Any:
+    # Approval-first: the flight was quoted at 400.00, held at 420.00, and committed anyway.
+    b = TxnBuilder(trip_plan(mode="approval-first")).planned(mode=False)
+    quotes = [b.quote("flight", cost={"value": "400.00", "currency": "USD"}), b.quote("hotel")]
+    b.moded(quotes=quotes).approved()
+    for branch_id in BRANCHES:
+        b.prepared(branch_id)
+    return _committed(b)
+
+
 def _txn_forged_estimate() -> Any:
     # The gateway's estimate would say 1800 s; the coordinator signs one of 900 s itself.
     b = TxnBuilder().planned(mode=False)
@@ -726,6 +736,9 @@ CASES: tuple[Planted, ...] = (
     Planted("txn-prepared-before-approval", "TXN-MODE", "record",
             "approval-first, yet every hold placed before finance approved",
             _txn_prepared_before_approval),
+    Planted("txn-held-off-quote", "TXN-MODE", "record",
+            "approval-first: the flight held at 420.00 after people approved its 400.00 quote, "
+            "committed anyway", _txn_held_off_quote),
     Planted("txn-lapse-while-live", "TXN-OUTCOME", "record",
             "needs-recovery: the seat is said to have lapsed and is released while its lease "
             "still ran", _txn_lapse_while_live),

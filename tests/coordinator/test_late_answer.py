@@ -125,3 +125,24 @@ def test_an_answer_before_escalation_is_not_late_COORD_IN_DOUBT(trip: Trip) -> N
     kinds = types(outcome.record)
     assert "txn.in-doubt" in kinds
     assert not {"txn.escalated", "txn.late-answer", "txn.recovery-offered"} & set(kinds)
+
+
+def test_a_recovering_coordinator_does_not_escalate_twice_COORD_RECOVER(trip: Trip) -> None:
+    """[COORD-RECOVER] [COORD-ESCALATE] the first coordinator escalates, then gives up
+    retrying with the capture still in doubt; a second one takes the transaction over from
+    the log, keeps asking without bringing anyone in again, and records the late answer."""
+    plan = trip.plan(decide_in=15 * 60)
+    plan["escalation"] = {"address": None, "leadSeconds": TEN_MINUTES}
+    links = {PAYMENTS: LostFor(trip.links[PAYMENTS], trip.clock, 35 * 60)}
+    options = {"links": links, "retry_delay": STEP, "retry_cap": STEP}
+    first = trip.coordinator(APPROVE, max_attempts=45, **options)
+    stopped = asyncio.run(simulate(trip.clock, first.run(plan), STEP))
+    assert stopped.state is TxnState.IN_DOUBT, stopped.reason
+    assert "txn.escalated" in types(stopped.record)
+    second = trip.coordinator(APPROVE, max_attempts=10_000, **options)
+    (outcome,) = asyncio.run(simulate(trip.clock, second.recover(), STEP))
+    assert outcome.state is TxnState.NEEDS_RECOVERY, outcome.reason
+    kinds = types(outcome.record)
+    assert kinds.count("txn.escalated") == 1
+    assert kinds.index("txn.taken-over") < kinds.index("txn.late-answer")
+    assert failed_findings(outcome, trip.world) == []

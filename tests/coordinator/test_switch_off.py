@@ -160,7 +160,7 @@ CASES = [
         "TXN-OUTCOME",
     ),
     Planted("lost-answers", "COORD-IN-DOUBT", _lost_answers, COMMITTED, ABORTED, None),
-    Planted("quote-changed", "COORD-QUOTE", quote_changed, ABORTED, COMMITTED, None),
+    Planted("quote-changed", "COORD-QUOTE", quote_changed, ABORTED, COMMITTED, "TXN-MODE"),
     Planted("forged-estimate", "COORD-SIGNER", _forged_estimate, ABORTED, COMMITTED, "TXN-SIGNER"),
 ]
 

@@ -128,6 +128,8 @@ def check_mode(txn: Txn, tally: Tally) -> str | None:
                 f"approval group {', '.join(map(repr, waiting))} approved",
                 event.position,
             )
+        for event, problem in _off_quote(txn, mode.body):
+            tally.fail(rule, f"{event.name} {problem}", event.position)
     tally.ran(rule)
     return (
         f"mode {mode.get('chosen')!r} (requested {mode.get('requested')!r}) chosen at "
@@ -232,6 +234,32 @@ def _prepared_early(txn: Txn, plan: Plan) -> list[tuple[Event, list[str]]]:
         ]
         if waiting:
             out.append((event, waiting))
+    return out
+
+
+def _off_quote(txn: Txn, body: Mapping[str, Any]) -> list[tuple[Event, str]]:
+    """Approval-first, in a record that commits: each counted yes vote before the commit
+    point whose cost is not what its quote said people approved ([COORD-QUOTE])."""
+    point = txn.commit_point()
+    if point is None:
+        return []
+    quoted: dict[Any, Any] = {}
+    for quote in _readable(body.get("quotes"), Quote):
+        if quote.cost is not None:
+            quoted[quote.branch_id] = quote.cost.to_wire()
+    out = []
+    for event in txn.of(TxnEvent.PREPARED, TxnEvent.REPLACED):
+        receipt = event.embedded()
+        if event.position > point[1] or receipt is None or event.branch not in quoted:
+            continue
+        if receipt.get("vote") == Vote.YES and receipt.get("cost") != quoted[event.branch]:
+            out.append(
+                (
+                    event,
+                    f"holds branch {event.branch!r} at {receipt.get('cost')!r}, but people "
+                    f"approved its quote of {quoted[event.branch]!r}, and the record commits",
+                )
+            )
     return out
 
 
