@@ -47,6 +47,7 @@ from txn_records import (
     ERIN,
     GATEWAY,
     TxnBuilder,
+    holds_first_trip,
     lapsed_trip,
     signed_card,
     trip_plan,
@@ -591,6 +592,11 @@ def _txn_held_off_quote() -> Any:
     return _committed(b)
 
 
+def _txn_terms_misstated() -> Any:
+    # The airline signed the flight's horizon; the terms people approved say 15 minutes more.
+    return holds_first_trip(longer={"flight": 15 * 60})
+
+
 def _txn_forged_estimate() -> Any:
     # The gateway's estimate would say 1800 s; the coordinator signs one of 900 s itself.
     b = TxnBuilder().planned(mode=False)
@@ -739,6 +745,9 @@ CASES: tuple[Planted, ...] = (
     Planted("txn-held-off-quote", "TXN-MODE", "record",
             "approval-first: the flight held at 420.00 after people approved its 400.00 quote, "
             "committed anyway", _txn_held_off_quote),
+    Planted("txn-terms-misstated", "TXN-MODE", "record",
+            "holds-first: the terms people approved say the flight is held 15 minutes longer "
+            "than the airline signed", _txn_terms_misstated),
     Planted("txn-lapse-while-live", "TXN-OUTCOME", "record",
             "needs-recovery: the seat is said to have lapsed and is released while its lease "
             "still ran", _txn_lapse_while_live),

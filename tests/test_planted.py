@@ -17,7 +17,12 @@ from hatp._checks import unsafe_switched_off
 from hatp.evidence import parse_json
 from planted import CASES, FIXTURES, Planted, attempt, good_record, keyring, write_fixtures
 from txn_records import KEYS as TXN_KEYS
-from txn_records import committed_trip, lapsed_trip, rejected_trip, unwound_trip
+from txn_records import (
+    committed_trip,
+    lapsed_trip,
+    rejected_trip,
+    unwound_trip,
+)
 
 SRC = Path(__file__).parents[1] / "src" / "hatp"
 

@@ -394,6 +394,7 @@ class TxnBuilder:
         *,
         by: str = GATEWAY,
         votes: Sequence[dict[str, Any]] | None = None,
+        terms_digest: str | None = None,
         **change: Any,
     ) -> dict[str, Any]:
         """The gateway's signed account of one approval group's decision, with its evidence.
@@ -401,12 +402,14 @@ class TxnBuilder:
         By default the top N candidates (N of the group's quorum; one for a
         reject) vote ``decision``; ``votes`` gives other votes. The cards are
         the voters', the approvers those who voted approve, the routing record
-        the final one; ``change`` overrides any member before signing.
+        the final one; ``change`` overrides any member before signing. With
+        ``terms_digest`` (holds-first) the votes and the approval carry it.
         """
+        terms = {} if terms_digest is None else {"termsDigest": terms_digest}
         if votes is None:
             resolution = self._routed(group_id).resolution
             asked = resolution.candidate_ids[: resolution.needed if decision == "approve" else 1]
-            votes = [self.vote(person, decision, group_id=group_id) for person in asked]
+            votes = [self.vote(person, decision, group_id=group_id, **terms) for person in asked]
         voters = list(dict.fromkeys(v["human"] for v in votes))
         approvers = list(dict.fromkeys(v["human"] for v in votes if v["decision"] == "approve"))
         decided = {v["human"]: v["decision"] for v in votes}
@@ -428,6 +431,7 @@ class TxnBuilder:
             "routing": self.routing(group_id, decided),
             "gateway": GATEWAY,
             "decidedAt": self.now(),
+            **terms,
             **change,
         }
         return self._signed(approval, by, Approval)
@@ -507,6 +511,35 @@ class TxnBuilder:
         receipt = receipt if receipt is not None else self.renew_receipt(branch_id)
         self.event("txn.renewed", branchId=branch_id, receipt=receipt)
         return self
+
+    def termed(self, *, longer: Mapping[str, float] | None = None) -> str:
+        """Holds-first: state the holds' terms (txn.terms) from their logged prepare
+        receipts and the deadline in force, each hold in ``longer`` stated as held that
+        many seconds past its horizon; return the terms' digest."""
+        holds = []
+        for event in self.writer.events():
+            body = event["body"]
+            receipt = body.get("receipt") if event["type"] == "txn.prepared" else None
+            if receipt and receipt.get("holdHorizon"):
+                extra = timedelta(seconds=(longer or {}).get(body["branchId"], 0.0))
+                horizon = format_time(parse_time(receipt["holdHorizon"]) + extra)
+                holds.append(
+                    {
+                        "branchId": body["branchId"],
+                        "leaseExpiresAt": receipt["leaseExpiresAt"],
+                        "holdHorizon": horizon,
+                    }
+                )
+        deadlines = [e["body"]["approveBy"] for e in self.writer.events()
+                     if e["type"] == "txn.deadline"]  # fmt: skip
+        terms = {
+            "kind": "hold-terms",
+            "planDigest": self.plan_digest,
+            "holds": holds,
+            "approveBy": min([*deadlines, self.plan["deadlines"]["decideBy"]]),
+        }
+        self.event("txn.terms", terms=terms, termsDigest=digest(terms))
+        return digest(terms)
 
     def deadline(self, approve_by: str, basis: str = "flight") -> TxnBuilder:
         """Log the approval deadline moved earlier (txn.deadline)."""
@@ -674,6 +707,18 @@ def lapsed_trip(*, flight_lease: datetime | None = None) -> dict[str, Any]:
     b.event("txn.recovery-offered", lapsed=["flight"], linkedTxnId=f"{b.txn_id}.recovery",
             payerPresent=True, plan={}, question=None, problem=None)  # fmt: skip
     return b.outcome("needs-recovery").sealed()
+
+
+def holds_first_trip(*, longer: Mapping[str, float] | None = None) -> dict[str, Any]:
+    """Holds-first: every branch votes, the terms are stated (the holds' ends, and
+    decideBy, well inside them; ``longer``: misstated, see :meth:`TxnBuilder.termed`),
+    finance approves plan and terms: COMMITTED."""
+    b = TxnBuilder(trip_plan(mode="holds-first")).planned()
+    for branch_id in BRANCHES:
+        b.prepared(branch_id)
+    terms_digest = b.termed(longer=longer)
+    b.approved(approval=b.approval(terms_digest=terms_digest)).decided("commit")
+    return b.committed(*COMMIT_ORDER).outcome("committed").sealed()
 
 
 def sold_out_trip() -> dict[str, Any]:

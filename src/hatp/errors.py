@@ -204,7 +204,7 @@ PLAN_REASONS: dict[str, str] = {
     "UNKNOWN_PARTICIPANT": "every branch names a participant the coordinator can reach",
     "UNKNOWN_OPERATION": "the participant offers the branch's operation",
     "TIER_MISMATCH": "the branch's tier is the tier the participant declares",
-    "UNKNOWN_MODE": "a mode is auto, parallel or approval-first",
+    "UNKNOWN_MODE": "a mode is auto, parallel, approval-first or holds-first",
     "RECOVERY_INCOMPLETE": "a consented off-session re-authorization names its cap and mandate",
 }
 
@@ -357,8 +357,10 @@ class RequirementBelowTotal(HatpError):
 class AskInvalid(HatpError):
     """A request to the gateway does not fit its plan; nobody was asked.
 
-    ``data.reason`` is ``UNKNOWN_GROUP`` (the plan has no such approval group)
-    or ``DIGEST_MISMATCH`` (the digest sent is not the plan's).
+    ``data.reason`` is ``UNKNOWN_GROUP`` (the plan has no such approval group),
+    ``DIGEST_MISMATCH`` (the digest sent is not the plan's), ``TERMS_INVALID``
+    (holds-first terms that are not a HoldTerms; ``data.where`` says where) or
+    ``TERMS_MISMATCH`` (terms of another plan).
     """
 
     code = "ASK_INVALID"

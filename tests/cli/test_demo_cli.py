@@ -24,6 +24,7 @@ EXPECTED = {
     "in-doubt": ("committed", "txn.in-doubt"),
     "crash": ("committed", "txn.taken-over"),
     "slow-approver": ("committed", "txn.mode"),
+    "holds-first": ("committed", "txn.terms"),
     "late-answer": ("needs-recovery", "txn.recovery-offered"),
 }
 

@@ -20,6 +20,7 @@ from coordinator.trips import (
     ALL_NONE,
     ALL_WHOLE,
     APPROVER,
+    ForgeApproval,
     ScriptedAnswer,
     Trip,
     events,
@@ -32,7 +33,7 @@ from hatp.coordinator import Outcome
 from hatp.demo import AIRLINE
 from hatp.demo._airline import BookSeat
 from hatp.demo._hotel import HoldRoom
-from hatp.evidence import sign
+from hatp.evidence import digest, sign
 from hatp.model import ApprovalDecision, Plan, TxnState
 from hatp.participant import Participant, Relay
 
@@ -205,3 +206,58 @@ def test_approve_by_follows_the_quotes_valid_until_COORD_QUOTE(trip: Trip) -> No
     assert (deadline["approveBy"], deadline["basis"]) == (approve_by, "seat")
     (pending,) = events(outcome.record, "txn.pending")
     assert pending["body"]["pending"]["decideBy"] == approve_by
+
+
+def test_holds_first_places_the_holds_then_asks_people_to_approve_their_ends_COORD_TERMS(
+    trip: Trip,
+) -> None:
+    """[COORD-TERMS] holds-first: every branch votes first; then the holds' ends and the
+    approval deadline inside them (30 minutes less the commit allowance) go to finance with
+    the plan; bob's vote and the approval carry the terms' digest; COMMITTED."""
+    plan = trip.plan(decide_in=40 * 60, mode="holds-first")
+    outcome = _run(trip, plan, ScriptedAnswer(ApprovalDecision.APPROVE, APPROVER))
+    assert outcome.state is TxnState.COMMITTED, outcome.reason
+    assert _mode(outcome)["chosen"] == "holds-first"
+    kinds = types(outcome.record)
+    last_prepare = max(i for i, kind in enumerate(kinds) if kind == "txn.prepared")
+    assert last_prepare < kinds.index("txn.terms") < kinds.index("txn.pending")
+    (terms_event,) = events(outcome.record, "txn.terms")
+    terms, terms_digest = terms_event["body"]["terms"], terms_event["body"]["termsDigest"]
+    prepared = {
+        e["body"]["branchId"]: e["body"]["receipt"] for e in events(outcome.record, "txn.prepared")
+    }
+    assert [h["branchId"] for h in terms["holds"]] == ["seat", "room"]
+    for held in terms["holds"]:
+        receipt = prepared[held["branchId"]]
+        assert (held["leaseExpiresAt"], held["holdHorizon"]) == (
+            receipt["leaseExpiresAt"],
+            receipt["holdHorizon"],
+        )
+    horizon = min(parse_time(h["holdHorizon"]) for h in terms["holds"])
+    assert terms["approveBy"] == format_time(horizon - timedelta(seconds=5))
+    (approval,) = events(outcome.record, "txn.approval")
+    signed = approval["body"]["approval"]
+    assert signed["termsDigest"] == terms_digest
+    assert all(vote["termsDigest"] == terms_digest for vote in signed["votes"])
+    assert trip.world.effects(outcome.txn_id) == ALL_WHOLE
+    assert failed_findings(outcome, trip.world) == []
+
+
+class OtherTerms(ForgeApproval):
+    """The gateway's own key re-signs the approval as if for other terms."""
+
+    def _forge(self, answer: dict[str, Any]) -> dict[str, Any]:
+        if answer.get("kind") != "approval":
+            return answer
+        unsigned = {k: v for k, v in answer.items() if k != "signature"}
+        return sign({**unsigned, "termsDigest": digest({"other": "terms"})}, self._key)
+
+
+def test_an_approval_of_other_terms_does_not_count_COORD_TERMS(trip: Trip) -> None:
+    """[COORD-TERMS] [COORD-DIGEST] holds-first: an approval naming other terms is a no."""
+    key = trip.world.keys["gateway"]
+    plan = trip.plan(decide_in=40 * 60, mode="holds-first")
+    outcome = trip.run(plan, forge=lambda gateway: OtherTerms(gateway, key))
+    assert outcome.state is TxnState.ABORTED
+    assert "approval is for terms" in outcome.reason
+    assert trip.world.effects(outcome.txn_id) == ALL_NONE

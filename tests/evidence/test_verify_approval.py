@@ -22,6 +22,7 @@ from hatp.evidence import (
     TXN_RULES,
     Keyring,
     SigningKey,
+    digest,
     sign,
     verify_approval,
     verify_record,
@@ -196,6 +197,45 @@ def test_a_vote_for_another_ask_or_plan_fails_TXN_VOTE_SIGNED() -> None:
         (finding,) = only("TXN-VOTE-SIGNED", record)
         (member,) = change
         assert f"names {member}" in finding.detail
+
+
+#: The digest of the hold terms a holds-first group was asked about, and of others.
+TERMS = digest({"kind": "hold-terms", "approveBy": "2026-12-02T09:20:00.000Z"})
+OTHER_TERMS = digest({"kind": "hold-terms", "approveBy": "2026-12-02T09:50:00.000Z"})
+
+
+def test_votes_naming_the_approvals_hold_terms_pass() -> None:
+    """[TXN-VOTE-SIGNED] Holds-first: the approval and every vote name the same terms."""
+    b = TxnBuilder()
+    approval = b.approval(termsDigest=TERMS, votes=[b.vote(ALICE, termsDigest=TERMS)])
+    findings = verify_approval(approval, b.plan, ring())
+    assert [(f.rule, f.result) for f in findings] == [(r, Result.PASS) for r in APPROVAL_RULES]
+
+
+@pytest.mark.parametrize(
+    ("approved", "voted"),
+    [(TERMS, OTHER_TERMS), (TERMS, None), (None, TERMS)],
+    ids=["other-terms", "vote-without-terms", "approval-without-terms"],
+)
+def test_a_vote_for_other_hold_terms_fails_TXN_VOTE_SIGNED(
+    approved: str | None, voted: str | None
+) -> None:
+    """[TXN-VOTE-SIGNED] A planted approval: people approved other terms than it says
+    (or none); switching the rule off lets it through."""
+    b = TxnBuilder()
+    vote = b.vote(ALICE) if voted is None else b.vote(ALICE, termsDigest=voted)
+    approval = (
+        b.approval(votes=[vote])
+        if approved is None
+        else b.approval(termsDigest=approved, votes=[vote])
+    )
+    findings = verify_approval(approval, b.plan, ring())
+    (finding,) = [f for f in findings if f.result is not Result.PASS]
+    assert finding.rule == "TXN-VOTE-SIGNED"
+    assert f"names termsDigest {voted!r}, not {approved!r}" in finding.detail
+    with unsafe_switched_off("TXN-VOTE-SIGNED"):
+        findings = verify_approval(approval, b.plan, ring())
+        assert {f.result for f in findings} == {Result.PASS}
 
 
 def test_a_vote_without_its_voters_card_or_form_fails_TXN_VOTE_SIGNED() -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Coroutine, Mapping
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -99,6 +100,36 @@ def request(doc: Mapping[str, Any] | None = None) -> ApprovalRequest:
     plan = parse_plan(dict(doc or plan_doc()))
     decide_by = datetime.fromisoformat(plan.deadlines.decide_by)
     return ApprovalRequest(plan.txn_id, plan, digest(plan.to_wire()), plan.approvals[0], decide_by)
+
+
+#: The approval deadline and the charge's hold in the hold terms of a holds-first ask.
+TERMS_APPROVE_BY = START + timedelta(minutes=20)
+TERMS_LEASE = START + timedelta(minutes=30)
+TERMS_HORIZON = START + timedelta(hours=2)
+
+
+def hold_terms(req: ApprovalRequest, **changes: Any) -> dict[str, Any]:
+    """The HoldTerms of a holds-first ask about ``req``'s plan: its one hold ``charge``
+    leased for 30 minutes, approved by 20 minutes in; ``changes`` replace any member."""
+    return {
+        "kind": "hold-terms",
+        "planDigest": req.plan_digest,
+        "holds": [
+            {
+                "branchId": "charge",
+                "leaseExpiresAt": format_time(TERMS_LEASE),
+                "holdHorizon": format_time(TERMS_HORIZON),
+            }
+        ],
+        "approveBy": format_time(TERMS_APPROVE_BY),
+        **changes,
+    }
+
+
+def terms_request(doc: Mapping[str, Any] | None = None) -> ApprovalRequest:
+    """The coordinator's holds-first ask for group ``finance``: the plan and its hold terms."""
+    req = request(doc)
+    return replace(req, terms=hold_terms(req))
 
 
 def keyring() -> Keyring:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from pathlib import Path
 
@@ -22,6 +22,7 @@ from gateway.people import (
     KEYS,
     START,
     World,
+    hold_terms,
     people_directory,
     person_card,
     plan_doc,
@@ -45,10 +46,21 @@ class Case:
     checks: frozenset[str]
     refusal: str
     first: str | None = None
+    terms: bool = False  # asked with hold terms (holds-first)
 
 
 def _signed(name: str, at: object = START, **payload: str) -> Vote:
     return lambda n: sign_vote(KEYS[name], {**n.payload, **payload}, "approve", at)  # type: ignore[arg-type]
+
+
+def _without_terms(name: str) -> Vote:
+    """``name``'s vote on the plan alone, leaving out the hold terms the ask is about."""
+
+    def make(n: Notice) -> dict[str, object]:
+        payload = {k: v for k, v in n.payload.items() if k != "termsDigest"}
+        return sign_vote(KEYS[name], payload, "approve", START)
+
+    return make
 
 
 CASES: dict[str, Case] = {
@@ -63,6 +75,9 @@ CASES: dict[str, Case] = {
         _signed("alice", planDigest=digest({"another": "plan"})),
         frozenset({"GW-VOTE-BINDS"}),
         "MISMATCH",
+    ),
+    "vote-without-the-hold-terms": Case(
+        "alice", _without_terms("alice"), frozenset({"GW-VOTE-BINDS"}), "MISMATCH", terms=True
     ),
     "same-person-votes-twice": Case(
         "alice",
@@ -90,7 +105,10 @@ def _outcome(store_url: str, case: Case) -> str:
     world = World(store_url, found)
 
     async def body() -> str:
-        pending = await world.gateway.ask(request(plan_doc(FINANCE + "?quorum=2-of-3")))
+        asked = request(plan_doc(FINANCE + "?quorum=2-of-3"))
+        if case.terms:
+            asked = replace(asked, terms=hold_terms(asked))
+        pending = await world.gateway.ask(asked)
         (notice,) = world.inbox(case.voter)
         if case.first is not None:
             (mine,) = world.inbox(case.first)

@@ -100,6 +100,14 @@ def _holds(body: Mapping[str, Any]) -> str:
 _LINES: dict[str, _Line] = {
     TxnEvent.MODE: _mode,
     TxnEvent.PREPARED: _prepared,
+    TxnEvent.TERMS: lambda b, _: (
+        "coordinator",
+        "terms for the approvers: "
+        + ", ".join(
+            f"{h['branchId']} held until {h['holdHorizon'][11:19]}" for h in b["terms"]["holds"]
+        )
+        + f"; approve by {b['terms']['approveBy'][11:19]}",
+    ),
     TxnEvent.REPLACED: lambda b, who: (
         who,
         f"[yellow]placed again[/] {b['branchId']} (the hold was lost; nobody asked twice)"

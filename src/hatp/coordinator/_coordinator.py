@@ -48,6 +48,7 @@ from hatp.model import (
     ApprovalGroup,
     Branch,
     Decision,
+    HoldTerms,
     Mode,
     Plan,
     Tier,
@@ -347,7 +348,38 @@ class Coordinator:
             return await self._gather(run, decide_by, (), groups) or await self._gather(
                 run, decide_by, branches, (), fit=False
             )
+        if choice.chosen is Mode.HOLDS_FIRST:
+            if placing := await self._gather(run, decide_by, branches, ()):
+                return placing
+            self._state_terms(run)
+            holds = [b for b in branches if b.tier is Tier.HOLD]
+            return await self._gather(run, decide_by, (), groups, kept=holds)
         return await self._gather(run, decide_by, branches, groups)
+
+    def _state_terms(self, run: TxnRun) -> None:
+        """Holds-first: the holds' ends and the approval deadline inside them, which
+        people approve with the plan [COORD-TERMS]; recorded as ``txn.terms``."""
+        holds = []
+        for branch in run.plan.branches:
+            receipt = run.prepares.get(branch.branch_id)
+            if branch.tier is Tier.HOLD and receipt is not None:
+                holds.append(
+                    {
+                        "branchId": branch.branch_id,
+                        "leaseExpiresAt": receipt.lease_expires_at,
+                        "holdHorizon": receipt.hold_horizon,
+                    }
+                )
+        terms = HoldTerms.model_validate(
+            {
+                "kind": "hold-terms",
+                "planDigest": run.digest,
+                "holds": holds,
+                "approveBy": format_time(run.approve_by),
+            }
+        ).to_wire()
+        run.terms, run.terms_digest = terms, digest(terms)
+        run.note(self._key, TxnEvent.TERMS, terms=terms, termsDigest=run.terms_digest)
 
     async def _quote_deadline(self, run: TxnRun, decide_by: datetime) -> None:
         """Approval-first: an approval must come while every quote is still valid [COORD-QUOTE]."""
@@ -369,13 +401,15 @@ class Coordinator:
         groups: Sequence[ApprovalGroup],
         *,
         fit: bool = True,
+        kept: Sequence[Branch] = (),
     ) -> str | None:
         """Prepare ``branches`` and ask ``groups`` at once; return the first problem.
 
         Each prepared hold is renewed while approvals are awaited
-        [COORD-RENEW], and with ``fit`` the deadline shrinks to fit inside
-        the holds [COORD-APPROVE-BY]; without it (approval-first, the
-        approvals already in) it stays.
+        [COORD-RENEW] (the holds in ``kept``, prepared before, from the
+        start), and with ``fit`` the deadline shrinks to fit inside the
+        holds [COORD-APPROVE-BY]; without it (approval-first, the approvals
+        already in) it stays.
         """
         jobs: dict[asyncio.Task[str | None], tuple[TxnEvent, str]] = {}
         for branch in branches:
@@ -385,10 +419,10 @@ class Coordinator:
             )
         for group in groups:
             jobs[asyncio.create_task(self._ask(run, group))] = (TxnEvent.APPROVAL, group.group_id)
-        keepers: dict[asyncio.Task[str | None], str] = {}
+        keepers = {asyncio.create_task(self._holds.keep(run, b)): b.branch_id for b in kept}
         deadline: asyncio.Task[Any] = asyncio.create_task(self._clock.sleep_until(run.approve_by))
         replaced: asyncio.Task[Any] = asyncio.create_task(run.replaced.wait())
-        pending: set[asyncio.Task[Any]] = set(jobs)
+        pending: set[asyncio.Task[Any]] = set(jobs) | set(keepers)
         problem: str | None = None
         try:
             while pending - set(keepers) and problem is None:
@@ -540,7 +574,9 @@ class Coordinator:
         earlier while the ask was on its way, the gateway is told.
         """
         name = group.group_id
-        request = ApprovalRequest(run.txn_id, run.plan, run.digest, group, run.approve_by)
+        request = ApprovalRequest(
+            run.txn_id, run.plan, run.digest, group, run.approve_by, terms=run.terms
+        )
         try:
             answer = await self._gateway.ask(request)
             while answer.get("kind") == "pending":
@@ -587,6 +623,7 @@ class Coordinator:
             plan_digest=run.digest,
             ask_id=run.asks.get(name),
             decide_by=decide_by,
+            terms_digest=run.terms_digest,
         )
         run.note(self._key, TxnEvent.APPROVAL, groupId=name, approval=answer, problem=problem)
         return problem

@@ -25,13 +25,19 @@ __all__ = ["ApprovalRequest", "Gateway"]
 
 @dataclass(frozen=True)
 class ApprovalRequest:
-    """One ask: this approval group, about this plan, answered by ``decide_by``."""
+    """One ask: this approval group, about this plan, answered by ``decide_by``.
+
+    ``terms`` (holds-first mode) is the HoldTerms wire dict people approve with
+    the plan: the holds' end times and the approval deadline that fits inside
+    them. Their votes and the approval carry its digest (``termsDigest``).
+    """
 
     txn_id: str
     plan: Plan
     plan_digest: str
     group: ApprovalGroup
     decide_by: datetime
+    terms: dict[str, Any] | None = None
 
 
 class Gateway(Protocol):

@@ -87,7 +87,7 @@ class ModeChooser:
         if requested is Mode.AUTO and not holds:
             body["chosen"] = Mode.PARALLEL.value
             return ModeChoice(Mode.PARALLEL, body), ""
-        if requested is Mode.PARALLEL:
+        if requested in (Mode.PARALLEL, Mode.HOLDS_FIRST):
             return ModeChoice(requested, body), ""
         quotes, problem = await self._quotes(run, holds)
         if quotes is None:

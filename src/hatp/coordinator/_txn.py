@@ -58,6 +58,9 @@ class TxnRun:
     leases: dict[str, str] = field(default_factory=dict)
     #: Approval-first: the signed quote of each hold, which its prepare must match.
     quotes: dict[str, Quote] = field(default_factory=dict)
+    #: Holds-first: the HoldTerms people approve with the plan, and their digest.
+    terms: dict[str, Any] | None = None
+    terms_digest: str | None = None
     #: Set when a lost hold was placed again [COORD-REPLACE]: the deadline is looked at anew.
     replaced: asyncio.Event = field(default_factory=asyncio.Event)
     #: The in-doubt branches a person was brought in about [COORD-ESCALATE].

@@ -241,8 +241,10 @@ def vet_approval(
     plan_digest: str,
     ask_id: str | None,
     decide_by: datetime,
+    terms_digest: str | None = None,
 ) -> tuple[Approval | None, str | None]:
-    """Check an approval; return it parsed, and the problem if it does not approve in time.
+    """Check an approval; return it parsed, and the problem if it does not approve in time
+    (holds-first: the terms with digest ``terms_digest`` too).
 
     An approval counts only with the evidence an auditor will check offline:
     the people's own signed votes, their directory-signed cards and the
@@ -258,6 +260,10 @@ def vet_approval(
     )
     if problem is None and ask_id is not None and parsed.ask_id != ask_id:
         problem = f"approval answers ask {parsed.ask_id}, not {ask_id}"
+    approved_terms = approval.get("termsDigest")
+    if problem is None and approved_terms != terms_digest and _checks.is_on("COORD-DIGEST"):
+        # Holds-first: people approve the plan and the holds' terms [COORD-TERMS].
+        problem = f"approval is for terms {approved_terms}, not {terms_digest}"
     if problem is None and parsed.decision is not ApprovalDecision.APPROVE:
         problem = f"the group decided reject: {parsed.reason}"
     if (

@@ -94,6 +94,12 @@ SCENARIOS: dict[str, Scenario] = {
             decide_in_seconds=2 * 3600.0,
         ),
         Scenario(
+            "holds-first",
+            "the seat and the room are held first; finance approves the plan together with "
+            "the holds' end times and a deadline that fits inside them",
+            mode="holds-first",
+        ),
+        Scenario(
             "late-answer",
             "the card is captured but its answer is lost for 35 minutes (simulated clock): "
             "alice is told 10 minutes before the holds end, they lapse, recovery is offered",

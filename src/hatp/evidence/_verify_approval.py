@@ -61,7 +61,8 @@ APPROVAL_RULES: dict[str, str] = {
     "TXN-CARD-SIGNED": "every card an approval carries is a Human Card signed by the "
     "directory it names, one the keyring trusts",
     "TXN-VOTE-SIGNED": "every vote is a HumanVote for its approval's ask, this transaction, "
-    "plan and group, signed by an Ed25519 key on the voter's card",
+    "plan and group (and the approval's hold terms, if any), signed by an Ed25519 key on "
+    "the voter's card",
     "TXN-APPROVERS": "an approval that approves is not withdrawn, has no reject vote and one "
     "vote a person, and lists as approvers exactly the people whose votes approve",
     "TXN-QUORUM": "at least N distinct people approved, N of the group address's quorum N-of-M",
@@ -332,6 +333,8 @@ def _check_votes(context: _Context, ev: _Evidence, tally: Tally, counts: _Counts
         "txnId": context.plan.txn_id,
         "planDigest": context.plan_digest,
         "groupId": ev.group.group_id,
+        # Holds-first: people approved the plan and these terms; both absent otherwise.
+        "termsDigest": ev.approval.terms_digest,
     }
     for item in ev.votes:
         for problem in _vote_problems(item, expected, ev.cards):
@@ -341,7 +344,7 @@ def _check_votes(context: _Context, ev: _Evidence, tally: Tally, counts: _Counts
 
 
 def _vote_problems(
-    item: _Vote, expected: Mapping[str, str], cards: Mapping[str, HumanCard]
+    item: _Vote, expected: Mapping[str, str | None], cards: Mapping[str, HumanCard]
 ) -> list[str]:
     if item.vote is None:
         return [str(item.problem)]

@@ -27,17 +27,19 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
 from hatp.clock import format_time
+from hatp.evidence._digest import digest
 from hatp.evidence._tally import Tally
 from hatp.evidence._txn_read import Event, Txn, wire_time
 from hatp.model import (
     ApprovalDecision,
     ChainEstimate,
+    HoldTerms,
     Mode,
     Plan,
     Quote,
@@ -56,8 +58,9 @@ _PHASE1 = (
     TxnEvent.APPROVAL,
     TxnEvent.RENEWED,
     TxnEvent.DEADLINE,
+    TxnEvent.TERMS,
 )
-_CHOSEN = (Mode.PARALLEL.value, Mode.APPROVAL_FIRST.value)
+_CHOSEN = (Mode.PARALLEL.value, Mode.APPROVAL_FIRST.value, Mode.HOLDS_FIRST.value)
 _LEASED = (TxnEvent.PREPARED, TxnEvent.REPLACED, TxnEvent.RENEWED)
 _ENDED = (TxnEvent.COMMITTED, TxnEvent.COMPENSATED, TxnEvent.ABORTED)
 
@@ -130,6 +133,9 @@ def check_mode(txn: Txn, tally: Tally) -> str | None:
             )
         for event, problem in _off_quote(txn, mode.body):
             tally.fail(rule, f"{event.name} {problem}", event.position)
+    if mode.get("chosen") == Mode.HOLDS_FIRST and txn.plan.mode is Mode.HOLDS_FIRST:
+        for position, problem in _terms_problems(txn, txn.plan):
+            tally.fail(rule, problem, position)
     tally.ran(rule)
     return (
         f"mode {mode.get('chosen')!r} (requested {mode.get('requested')!r}) chosen at "
@@ -142,7 +148,7 @@ def _choice_problems(plan: Plan, body: Mapping[str, Any]) -> list[str]:
     if requested != plan.mode.value:
         return [f"says the plan requested {requested!r}; the plan's mode is {plan.mode.value!r}"]
     if chosen not in _CHOSEN:
-        return [f"chose {chosen!r}; the mode chosen is 'parallel' or 'approval-first'"]
+        return [f"chose {chosen!r}; the mode chosen is parallel, approval-first or holds-first"]
     if plan.mode is not Mode.AUTO:
         return [] if chosen == requested else [f"chose {chosen!r}, but the plan asks {requested!r}"]
     holds = [b.branch_id for b in plan.branches if b.tier is Tier.HOLD]
@@ -261,6 +267,88 @@ def _off_quote(txn: Txn, body: Mapping[str, Any]) -> list[tuple[Event, str]]:
                 )
             )
     return out
+
+
+def _terms_problems(txn: Txn, plan: Plan) -> list[tuple[int, str]]:
+    """Holds-first [COORD-TERMS]: one ``txn.terms`` after every branch's vote and before
+    any ask, stating each hold's end as its participant signed it and the approval
+    deadline in force, inside every horizon; every approving approval carries its digest."""
+    found = txn.of(TxnEvent.TERMS)
+    if len(found) != 1:
+        where = found[1].position if len(found) > 1 else txn.events[-1].position
+        return [(where, f"holds-first, with {len(found)} txn.terms events, not one")]
+    terms_event = found[0]
+    at, name = terms_event.position, terms_event.name
+    out: list[tuple[int, str]] = []
+    terms = terms_event.get("terms")
+    try:
+        parsed = HoldTerms.model_validate(terms)
+    except ValidationError as exc:
+        return [(at, f"{name} carries no HoldTerms: {exc.errors()[0]['msg']}")]
+    stated = terms_event.get("termsDigest")
+    if stated != digest(terms) or parsed.plan_digest != txn.plan_digest:
+        out.append((at, f"{name}: termsDigest {stated!r} is not the digest of its terms of "
+                        "this plan"))  # fmt: skip
+    voted = {e.branch for e in txn.events[:at] if e.type == TxnEvent.PREPARED}
+    for branch in plan.branches:
+        if branch.branch_id not in voted:
+            out.append((at, f"{name} comes before branch {branch.branch_id!r} voted"))
+    for event in txn.of(TxnEvent.PENDING, TxnEvent.APPROVAL):
+        if event.position < at:
+            out.append((event.position, f"{event.name} asks before the terms at {name}"))
+    leases, horizons = _leases_before(txn, at), _horizons_before(txn, at)
+    holds = {h.branch_id: h for h in parsed.holds}
+    approve_by = wire_time(parsed.approve_by)
+    for branch in plan.branches:
+        if branch.tier is not Tier.HOLD:
+            continue
+        held, lease = holds.get(branch.branch_id), leases.get(branch.branch_id)
+        signed_end = None if lease is None or lease.ends is None else format_time(lease.ends)
+        horizon = horizons.get(branch.branch_id)
+        signed_horizon = None if horizon is None else format_time(horizon)
+        if held is None or (held.lease_expires_at, held.hold_horizon) != (
+            signed_end,
+            signed_horizon,
+        ):
+            said = (
+                "nothing"
+                if held is None
+                else f"a lease until {held.lease_expires_at} within {held.hold_horizon}"
+            )
+            out.append(
+                (at, f"{name} states {said} for hold {branch.branch_id!r}; its participant "
+                     f"signed a lease until {signed_end} within {signed_horizon}")
+            )  # fmt: skip
+        elif approve_by is not None and horizon is not None and approve_by >= horizon:
+            out.append((at, f"{name}: approveBy is not inside hold {branch.branch_id!r}"))
+    deadline = min(
+        [t for e in txn.events[:at] if e.type == TxnEvent.DEADLINE
+         if (t := wire_time(e.get("approveBy"))) is not None]
+        + [wire_time(plan.deadlines.decide_by) or datetime.max.replace(tzinfo=UTC)]
+    )  # fmt: skip
+    if approve_by != deadline:
+        out.append((at, f"{name} states approveBy {parsed.approve_by}, but the deadline in "
+                        f"force was {format_time(deadline)}"))  # fmt: skip
+    for event in txn.of(TxnEvent.APPROVAL):
+        doc = event.embedded()
+        approves = doc is not None and doc.get("decision") == ApprovalDecision.APPROVE
+        if approves and doc is not None and doc.get("termsDigest") != stated:
+            out.append(
+                (event.position, f"{event.name}: the approval is not of the terms at {name}")
+            )
+    return out
+
+
+def _horizons_before(txn: Txn, position: int) -> dict[Any, datetime]:
+    """Each hold's horizon from its latest yes prepare or replace receipt before ``position``."""
+    horizons: dict[Any, datetime] = {}
+    for event in txn.events[:position]:
+        receipt = event.embedded()
+        if event.type not in (TxnEvent.PREPARED, TxnEvent.REPLACED) or receipt is None:
+            continue
+        if receipt.get("vote") == Vote.YES and (end := wire_time(receipt.get("holdHorizon"))):
+            horizons[event.branch] = end
+    return horizons
 
 
 # --- [TXN-APPROVE-BY] --------------------------------------------------------------

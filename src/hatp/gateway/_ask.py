@@ -318,6 +318,8 @@ class AskDoc:
                 planDigest=doc["planDigest"],
                 groupId=doc["groupId"],
             )
+            if doc.get("termsDigest") is not None:  # [GW-TERMS] absent without terms
+                body["termsDigest"] = doc["termsDigest"]
             model = Approval
         signed = sign(body, ctx.key)
         model.model_validate(signed)

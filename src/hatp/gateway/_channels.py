@@ -38,7 +38,8 @@ class Notice:
     or ``"question"`` (a :class:`QuestionView`). ``payload`` is what the
     person signs over: for an approval or a call the HumanVote body without
     ``decision`` and ``time`` (``askId``, ``txnId``, ``planDigest``,
-    ``groupId``, ``human``; for a call ``txnId`` is the request id,
+    ``groupId``, ``human``, and ``termsDigest`` when an approval ask has hold
+    terms; for a call ``txnId`` is the request id,
     ``planDigest`` the digest of the terms, ``groupId`` ``"call"``); for a
     question ``{askId, questionId, questionDigest}``. ``respond_by`` is when their SLA runs out
     and the gateway escalates; ``decide_by`` when the ask closes for everyone.

@@ -32,6 +32,7 @@ from hatp.gateway._calls import call_terms, parse_call_request, terms_digest
 from hatp.gateway._channels import Channel
 from hatp.gateway._deadline import pending_vote, tighten
 from hatp.gateway._estimate import chain_estimate
+from hatp.gateway._hold_terms import read_hold_terms
 from hatp.gateway._notices import notice
 from hatp.gateway._questions import parse_question, question_digest, sign_answer
 from hatp.gateway._responses import (
@@ -114,20 +115,26 @@ class HumanGateway:
         PendingVote, or the signed Approval if the group is decided already.
 
         Asking again about the same (txnId, groupId, planDigest) returns the
-        same ask ([GW-ASK-ONCE]). Fewer eligible people than the address's
-        quorum decides reject at once ([GW-FEW]).
+        same ask ([GW-ASK-ONCE]), with the terms it was first asked with. Fewer
+        eligible people than the address's quorum decides reject at once
+        ([GW-FEW]). With ``request.terms`` (holds-first) people approve the plan
+        and those terms: their votes and the Approval name the terms' digest
+        ([GW-TERMS]).
 
         Raises:
-            AskInvalid: no such group in the plan, or the digest is not the plan's.
+            AskInvalid: no such group in the plan, the digest is not the plan's, or
+                the terms are not a HoldTerms of this plan (``TERMS_INVALID``,
+                ``TERMS_MISMATCH``).
             PlanInvalid, RequirementBelowTotal, AddressInvalid: routing refused it.
             StoreUnavailable: the store failed; nobody was asked.
         """
+        terms = {} if request.terms is None else read_hold_terms(request.terms, request.plan_digest)
         group_id = request.group.group_id
         found = self._asks.find(AskKind.APPROVAL, request.txn_id, group_id, request.plan_digest)
         if found is not None:
             return await self.poll(found.ask_id)
         now = self._clock.now()
-        work = self._approval_ask(request, now)
+        work = self._approval_ask(request, now, terms)
         return approval_result(await self._create(work, AskKind.APPROVAL, now))
 
     async def estimate(self, request: ApprovalRequest) -> dict[str, Any]:
@@ -138,14 +145,14 @@ class HumanGateway:
         The ask is built as :meth:`ask` builds it and stepped through its SLAs
         and deadline by the same rules, so the two never disagree. Too few
         eligible people ([GW-FEW]): an empty chain and ``worstSeconds`` 0.
-        Stores nothing and asks nobody.
+        Stores nothing and asks nobody. ``request.terms`` changes nothing here.
 
         Raises:
             AskInvalid: no such group in the plan, or the digest is not the plan's.
             PlanInvalid, RequirementBelowTotal, AddressInvalid: routing refused it.
         """
         now = self._clock.now()
-        return chain_estimate(self._approval_ask(request, now))
+        return chain_estimate(self._approval_ask(request, now, {}))
 
     async def tighten(self, ask_id: str, decide_by: datetime) -> dict[str, Any]:
         """Move an open approval or call ask's deadline earlier, to ``decide_by``
@@ -467,8 +474,11 @@ class HumanGateway:
         }
         return {**doc, "pending": pending_vote(doc, self._id, self._key, now)}
 
-    def _approval_ask(self, request: ApprovalRequest, now: datetime) -> AskDoc:
-        """The new ask of ``request``'s group as :meth:`ask` stores it (not stored here)."""
+    def _approval_ask(
+        self, request: ApprovalRequest, now: datetime, terms: Mapping[str, Any]
+    ) -> AskDoc:
+        """The new ask of ``request``'s group as :meth:`ask` stores it (not stored here),
+        with ``terms`` (``terms`` and ``termsDigest``, or nothing) among its members."""
         principal = self._principals.get(request.plan.initiator)
         routed = route(
             request.plan,
@@ -498,6 +508,7 @@ class HumanGateway:
             onBehalfOf=request.plan.on_behalf_of,
             initiatorPrincipal=principal,
             passkey=request.group.requirement.passkey,
+            **terms,
         )
 
     def _opened(

@@ -8,6 +8,7 @@ from typing import Any, Literal
 from hatp.clock import parse_time
 from hatp.gateway._channels import Notice
 from hatp.gateway._deadline import deadline
+from hatp.gateway._hold_terms import TERMS_DIGEST
 from hatp.gateway._view import approver_view, call_view, question_view
 from hatp.model import parse_plan
 from hatp.store import AskKind, AskRow
@@ -35,7 +36,7 @@ def notice(row: AskRow, entry: Mapping[str, Any]) -> Notice:
         view = (
             call_view(doc["request"])
             if row.kind is AskKind.CALL
-            else approver_view(parse_plan(doc["plan"]), doc["groupId"])
+            else approver_view(parse_plan(doc["plan"]), doc["groupId"], terms=doc.get("terms"))
         )
         payload = {
             "askId": row.ask_id,
@@ -44,6 +45,8 @@ def notice(row: AskRow, entry: Mapping[str, Any]) -> Notice:
             "groupId": doc["groupId"],
             "human": entry["id"],
         }
+        if row.kind is AskKind.APPROVAL and doc.get(TERMS_DIGEST) is not None:  # [GW-TERMS]
+            payload[TERMS_DIGEST] = doc[TERMS_DIGEST]
     return Notice(
         ask_id=row.ask_id,
         human=entry["id"],

@@ -25,6 +25,7 @@ from hatp.errors import (
 from hatp.evidence import card_keyring, verify
 from hatp.gateway._ask import AskDoc
 from hatp.gateway._deadline import deadline
+from hatp.gateway._hold_terms import TERMS_DIGEST
 from hatp.model import HumanCard, HumanVote
 from hatp.store import AskKind, AskRow
 
@@ -59,8 +60,10 @@ def check_vote(row: AskRow, work: AskDoc, vote: HumanVote, now: datetime) -> Non
         "txnId": vote.txn_id,
         "planDigest": vote.plan_digest,
         "groupId": vote.group_id,
+        # [GW-TERMS] the hold terms asked about, or none on both sides
+        TERMS_DIGEST: vote.terms_digest,
     }
-    wrong = sorted(k for k, v in bound.items() if doc[k] != v)
+    wrong = sorted(k for k, v in bound.items() if doc.get(k) != v)
     if wrong and _checks.is_on("GW-VOTE-BINDS"):
         raise refused(
             ask_id,

@@ -11,6 +11,11 @@ gateway's own lines. Rendering escapes every character that is not
 printable, so no string (a participant's name, a newline, a terminal
 escape sequence) can forge or hide a line ([GW-VIEW-ESCAPE]).
 
+In holds-first mode the view also shows the hold terms people approve with
+the plan ([GW-TERMS]): each hold's end and the approval deadline, labelled
+as what they are, the coordinator's statement of the participants' signed
+receipts (:class:`TermsView`).
+
 A :class:`CallView` does the same for one tool call ([GW-CALL-VIEW]): the
 server, the tool, the exact arguments (every value in them the agent's
 choice, so shown behind the bar too), and the amount the gateway read from
@@ -32,6 +37,7 @@ from hatp.gateway._calls import call_terms, parse_call_request, terms_digest
 from hatp.gateway._questions import MAX_TEXT_LENGTH, parse_question
 from hatp.model import (
     CallRequest,
+    HoldTerms,
     Plan,
     Question,
     QuestionType,
@@ -43,12 +49,15 @@ from hatp.model import (
 __all__ = [
     "AGENT_TEXT_LABEL",
     "ARGUMENTS_LABEL",
+    "TERMS_LABEL",
     "TOOL_TEXT_LABEL",
     "AmountLine",
     "ApproverView",
     "CallView",
+    "HoldLine",
     "QuestionView",
     "StepLine",
+    "TermsView",
     "approver_view",
     "call_view",
     "format_amount",
@@ -56,6 +65,7 @@ __all__ = [
     "render_call_text",
     "render_question_text",
     "render_text",
+    "terms_view",
 ]
 
 #: The label above anything the agent wrote.
@@ -64,6 +74,11 @@ AGENT_TEXT_LABEL = "Written by the agent (not checked by hatp):"
 ARGUMENTS_LABEL = "Arguments (exactly what the tool runs with, as the agent chose them):"
 #: The label above a tool's description, from the definition whose digest the terms bind.
 TOOL_TEXT_LABEL = "Tool description (the tool server's words, not checked by hatp):"
+#: The label above the hold terms: the coordinator's word for what the participants signed.
+TERMS_LABEL = (
+    "Hold terms (the coordinator's statement of the participants' signed receipts; "
+    "you approve them with the plan):"
+)
 #: What each tier means to the person deciding.
 _TIER_WORDS = {
     Tier.HOLD: "held until commit",
@@ -104,12 +119,32 @@ class AmountLine:
 
 
 @dataclass(frozen=True, slots=True)
+class HoldLine:
+    """One hold as the terms state it: when its lease ends, and the latest it can last."""
+
+    branch_id: str
+    lease_expires_at: datetime | None
+    hold_horizon: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class TermsView:
+    """The hold terms of a holds-first ask: the holds' ends, the approval deadline
+    inside them, and the digest the person's vote names."""
+
+    terms_digest: str
+    holds: tuple[HoldLine, ...]
+    approve_by: datetime
+
+
+@dataclass(frozen=True, slots=True)
 class ApproverView:
     """What an approver is shown for one approval group of one plan.
 
     Every field but ``agent_text`` comes from the plan's structured members
     or the gateway's own arithmetic; ``agent_text`` is the plan's
     ``agentText`` summary, shown labelled and never used for anything else.
+    ``terms`` (holds-first) are the hold terms approved with the plan.
     """
 
     txn_id: str
@@ -124,12 +159,21 @@ class ApproverView:
     amounts: tuple[AmountLine, ...]
     decide_by: datetime
     agent_text: str | None
+    terms: TermsView | None = None
 
 
-def approver_view(plan: Mapping[str, Any] | Plan, group_id: str) -> ApproverView:
-    """Build the view of approval group ``group_id`` of ``plan``. [GW-VIEW]
+def approver_view(
+    plan: Mapping[str, Any] | Plan,
+    group_id: str,
+    *,
+    terms: Mapping[str, Any] | HoldTerms | None = None,
+) -> ApproverView:
+    """Build the view of approval group ``group_id`` of ``plan``, with the hold terms
+    ``terms`` approved with it (holds-first). [GW-VIEW] [GW-TERMS]
 
     Raises:
+        pydantic.ValidationError: ``terms`` is not a HoldTerms (the gateway reads an
+            ask's terms before it stores them).
         PlanInvalid: the plan is invalid (a negative amount or tolerance is
             refused by the gateway itself, [GW-NEGATIVE]).
         RequirementBelowTotal: the group declares less than the plan needs.
@@ -166,7 +210,33 @@ def approver_view(plan: Mapping[str, Any] | Plan, group_id: str) -> ApproverView
         decide_by=parse_time(parsed.deadlines.decide_by),
         # The only place the agent's words go.
         agent_text=None if parsed.agent_text is None else parsed.agent_text.summary,
+        terms=None if terms is None else terms_view(terms),
     )
+
+
+def terms_view(terms: Mapping[str, Any] | HoldTerms) -> TermsView:
+    """The view of hold terms: each hold's end and the approval deadline. [GW-TERMS]
+
+    Raises:
+        pydantic.ValidationError: ``terms`` is not a HoldTerms.
+    """
+    parsed = terms if isinstance(terms, HoldTerms) else HoldTerms.model_validate(terms)
+    return TermsView(
+        terms_digest=digest(parsed.to_wire()),
+        holds=tuple(
+            HoldLine(
+                branch_id=h.branch_id,
+                lease_expires_at=_time(h.lease_expires_at),
+                hold_horizon=_time(h.hold_horizon),
+            )
+            for h in parsed.holds
+        ),
+        approve_by=parse_time(parsed.approve_by),
+    )
+
+
+def _time(wire: str | None) -> datetime | None:
+    return None if wire is None else parse_time(wire)
 
 
 def format_amount(value: Decimal, currency: str) -> str:
@@ -212,9 +282,30 @@ def render_text(view: ApproverView) -> str:
     else:
         lines.append("You approve spending: nothing (the plan spends no money)")
     lines.append(f"Decide by: {format_time(view.decide_by)} (UTC)")
+    if view.terms is not None:
+        lines.extend(["", *_terms_lines(view.terms)])
     if view.agent_text is not None:
         lines.extend(["", AGENT_TEXT_LABEL, *_barred(view.agent_text)])
     return "\n".join(lines) + "\n"
+
+
+def _terms_lines(terms: TermsView) -> list[str]:
+    lines = [TERMS_LABEL]
+    for hold in terms.holds:
+        lease = (
+            "no lease stated"
+            if hold.lease_expires_at is None
+            else f"held until {format_time(hold.lease_expires_at)} (UTC)"
+        )
+        horizon = (
+            "" if hold.hold_horizon is None else f", at most until {format_time(hold.hold_horizon)}"
+        )
+        lines.append(f"  {_safe(hold.branch_id)}: {lease}{horizon}")
+    if not terms.holds:
+        lines.append("  no holds")
+    lines.append(f"  Approve by: {format_time(terms.approve_by)} (UTC)")
+    lines.append(f"  Terms {terms.terms_digest}")
+    return lines
 
 
 @dataclass(frozen=True, slots=True)

@@ -44,7 +44,12 @@ ASK_ID_PATTERN = r"^ask-[A-Za-z0-9_-]{8,64}$"
 
 
 class HumanVote(WireModel):
-    """One person's approve or reject of one plan, signed by a key on their own card."""
+    """One person's approve or reject of one plan, signed by a key on their own card.
+
+    In holds-first mode the person approves the plan *and* the holds' terms
+    (:class:`~hatp.model.HoldTerms`): the vote then names their digest as
+    ``termsDigest``. Without terms the member is absent from the wire.
+    """
 
     hatp_version: str
     kind: Literal["human-vote"]
@@ -54,6 +59,11 @@ class HumanVote(WireModel):
     group_id: str
     human: PersonAddress
     decision: Literal["approve", "reject"]
+    terms_digest: Digest | None = Field(
+        default=None,
+        description="holds-first: the digest of the HoldTerms approved with the plan; "
+        "absent when the ask has no terms",
+    )
     time: WireTime
     signature: Signature
 

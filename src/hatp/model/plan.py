@@ -159,12 +159,15 @@ class Mode(StrEnum):
 
     ``parallel``: prepare and ask at once. ``approval-first``: people approve
     quoted prices first; the holds are placed after and must match the quotes.
+    ``holds-first``: the holds are placed first; their end times and an
+    approval deadline inside them are terms people approve with the plan.
     ``auto``: the coordinator chooses parallel or approval-first from the clock.
     """
 
     AUTO = "auto"
     PARALLEL = "parallel"
     APPROVAL_FIRST = "approval-first"
+    HOLDS_FIRST = "holds-first"
 
 
 class Escalation(WireModel):

@@ -24,6 +24,8 @@ __all__ = [
     "BranchState",
     "BranchStatus",
     "Decision",
+    "HeldUntil",
+    "HoldTerms",
     "OutcomeReceipt",
     "Preconditions",
     "PrepareReceipt",
@@ -160,6 +162,28 @@ class Quote(WireModel):
     signature: Signature
 
 
+class HeldUntil(WireModel):
+    """One hold's end as its prepare (or replace) receipt states it."""
+
+    branch_id: str
+    lease_expires_at: WireTime | None
+    hold_horizon: WireTime | None
+
+
+class HoldTerms(WireModel):
+    """Holds-first mode: what people approve with the plan (docs/spec.md §14 [COORD-TERMS]).
+
+    The holds' end times, taken from the participants' signed prepare
+    receipts, and the approval deadline that fits inside them. Votes and
+    approvals carry its digest as ``termsDigest``.
+    """
+
+    kind: Literal["hold-terms"]
+    plan_digest: Digest
+    holds: list[HeldUntil]
+    approve_by: WireTime
+
+
 class RenewReceipt(WireModel):
     """A participant's signed word that a hold's lease was renewed (docs/spec.md §13).
 
@@ -213,6 +237,9 @@ class Approval(WireModel):
     routing record (who the address matched, and what happened to each).
     ``withdrawn`` is true when the deadline passed and the gateway withdrew
     its asks and voted no; ``reason`` says why the group was decided so.
+    ``termsDigest`` (holds-first mode) is the digest of the HoldTerms the
+    group was asked to approve with the plan, which every vote names too;
+    absent from the wire when the ask had no terms.
     """
 
     hatp_version: str
@@ -229,6 +256,9 @@ class Approval(WireModel):
     cards: list[dict[str, Any]] = Field(description="the signed Human Cards of the voters")
     routing: dict[str, Any] = Field(description="the gateway's final signed routing record")
     gateway: str = Field(description="the gateway that asked and signs")
+    terms_digest: Digest | None = Field(
+        default=None, description="holds-first: the digest of the HoldTerms asked about"
+    )
     decided_at: WireTime
     signature: Signature
 
@@ -252,6 +282,7 @@ class TxnEvent(StrEnum):
 
     PLANNED = "txn.planned"
     MODE = "txn.mode"
+    TERMS = "txn.terms"
     PREPARED = "txn.prepared"
     REPLACED = "txn.replaced"
     PENDING = "txn.pending"
