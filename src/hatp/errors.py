@@ -21,6 +21,7 @@ MCP JSON-RPC error.
     ├── HoldExpired            HOLD_EXPIRED
     ├── NotRenewable           NOT_RENEWABLE       (data.tier: a dry run has no lease)
     ├── NotReplaceable         NOT_REPLACEABLE     (data.state: the hold was not lost)
+    ├── RenewalDeclined        RENEWAL_DECLINED    (data.reason: the provider's; the lease stands)
     ├── UndoInvalid            UNDO_INVALID
     ├── ParticipantUnavailable PARTICIPANT_UNAVAILABLE (no answer: not a failure)
     ├── TransactionUnknown     TXN_UNKNOWN
@@ -72,6 +73,7 @@ __all__ = [
     "PreconditionChanged",
     "QuestionInvalid",
     "RecordInvalid",
+    "RenewalDeclined",
     "RequirementBelowTotal",
     "SignatureInvalid",
     "StaleFence",
@@ -251,6 +253,14 @@ class NotRenewable(HatpError):
     has no lease to renew (``data.tier``); nothing was done."""
 
     code = "NOT_RENEWABLE"
+
+
+class RenewalDeclined(HatpError):
+    """The provider declined to extend a hold (``data.reason``, e.g.
+    ``AUTHENTICATION_REQUIRED``: the payer must be present); the hold stands
+    until ``data.leaseExpiresAt`` and nothing was changed."""
+
+    code = "RENEWAL_DECLINED"
 
 
 class NotReplaceable(HatpError):

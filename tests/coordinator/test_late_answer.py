@@ -25,6 +25,7 @@ from hatp.demo._airline import BookSeat
 from hatp.demo._lossy import LostFor
 from hatp.demo._time import simulate
 from hatp.model import TxnState
+from hatp.participant import Refuse
 
 #: The clock moves this much at a time while the coordinator retries.
 STEP = 30.0
@@ -145,4 +146,37 @@ def test_a_recovering_coordinator_does_not_escalate_twice_COORD_RECOVER(trip: Tr
     kinds = types(outcome.record)
     assert kinds.count("txn.escalated") == 1
     assert kinds.index("txn.taken-over") < kinds.index("txn.late-answer")
+    assert failed_findings(outcome, trip.world) == []
+
+
+def test_a_renewal_declined_for_authentication_brings_the_payer_in_at_once_COORD_ESCALATE(
+    trip: Trip, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """[COORD-ESCALATE] consent to re-authorize off-session, and an escalation address; but
+    the seat's renewal is declined AUTHENTICATION_REQUIRED, which is handled like no
+    consent: alice, the payer, is brought in at once, well before the lead time."""
+
+    def declined(self: BookSeat, work: Any) -> None:
+        raise Refuse("AUTHENTICATION_REQUIRED", "the issuer wants the cardholder present")
+
+    monkeypatch.setattr(BookSeat, "renew", declined)
+    plan = trip.plan(decide_in=5 * 60)
+    plan["escalation"] = {"address": "human://acme.com/carol", "leadSeconds": TEN_MINUTES}
+    plan["recovery"] = {
+        "offSessionReauth": {
+            "consented": True,
+            "upTo": {"value": "800.00", "currency": "USD"},
+            "mandate": "pm_saved_1",
+        }
+    }
+    outcome = _late(trip, plan, 15 * 60)
+    assert outcome.state is TxnState.COMMITTED, outcome.reason
+    escalated = _body(outcome, "txn.escalated")
+    assert escalated["to"] == plan["onBehalfOf"]
+    assert (escalated["payerPresent"], escalated["declined"]) == (True, ["seat"])
+    (event,) = events(outcome.record, "txn.escalated")
+    lead_due = parse_time(escalated["firstHoldEnds"]) - timedelta(seconds=TEN_MINUTES)
+    assert parse_time(event["time"]) < lead_due
+    renewed = {e["body"]["branchId"] for e in events(outcome.record, "txn.renewed")}
+    assert renewed == {"room"}
     assert failed_findings(outcome, trip.world) == []

@@ -14,12 +14,13 @@ from hatp.errors import (
     NotRenewable,
     OutcomeConflict,
     ParticipantUnavailable,
+    RenewalDeclined,
     SignatureInvalid,
     StaleFence,
 )
 from hatp.evidence import canonicalize, digest, verify
 from hatp.model import BranchState, RenewReceipt
-from hatp.participant import ParticipantServer, Work
+from hatp.participant import ParticipantServer, Refuse, Work
 from hatp.store import BranchStore, Store, open_store
 from participant.ops import AIRLINE, HoldSeat, branch, keyring, plan, run, seat, seen, server
 
@@ -288,3 +289,39 @@ def test_a_lost_renew_answer_still_renewed_and_the_retry_says_so_PART_RENEW(
     clock.advance(60)
     later = run(lossy.renew("txn-1", "seat", 1))
     assert later["leaseExpiresAt"] == format_time(clock.now() + timedelta(seconds=600))
+
+
+class CardHold(HoldSeat):
+    """A hold whose provider asks for the payer once: the first renewal is declined
+    AUTHENTICATION_REQUIRED (as a card issuer does for an off-session re-authorization)."""
+
+    def __init__(self) -> None:
+        self.asked = 0
+
+    def renew(self, work: Work) -> None:
+        self.asked += 1
+        if self.asked == 1:
+            raise Refuse("AUTHENTICATION_REQUIRED", "the issuer wants the cardholder present")
+
+
+def test_a_renewal_the_provider_declines_leaves_the_lease_as_it_was_PART_RENEW(
+    ledgers: Store, clock: ManualClock
+) -> None:
+    """[PART-RENEW] the operation declines: RENEWAL_DECLINED with its reason, nothing saved;
+    the hold stands until its lease ends, and a later renewal the provider allows works."""
+    card = CardHold()
+    holds = server(ledgers, clock, card)
+    run(holds.prepare(plan("txn-1", branch("seat")), "seat", 1))
+    clock.advance(120)
+    with pytest.raises(RenewalDeclined) as declined:
+        run(holds.renew("txn-1", "seat", 1))
+    assert declined.value.code == "RENEWAL_DECLINED"
+    assert declined.value.data["reason"] == "AUTHENTICATION_REQUIRED"
+    assert declined.value.data["leaseExpiresAt"] == LEASE
+    assert "the hold stands until" in declined.value.message
+    assert lease_stored(ledgers) == LEASE
+    status = run(holds.status("txn-1", "seat"))
+    assert status.state is BranchState.PREPARED and status.flags == []
+    renewed = run(holds.renew("txn-1", "seat", 1))
+    assert renewed["leaseExpiresAt"] == "2026-12-02T09:12:00.000Z"
+    assert card.asked == 2

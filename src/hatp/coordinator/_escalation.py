@@ -45,13 +45,15 @@ def first_hold_end(run: TxnRun) -> tuple[datetime, str] | None:
     return min(ends) if ends else None
 
 
-def payer_present(plan: Plan, lapsed: list[str]) -> bool:
+def payer_present(plan: Plan, lapsed: list[str], *, declined: bool = False) -> bool:
     """Whether recovering ``lapsed`` needs the payer on session.
 
     Yes unless the plan's recovery clause consents to off-session
-    re-authorization and what is re-placed fits under its cap, in its currency.
+    re-authorization and what is re-placed fits under its cap, in its currency;
+    and yes whenever a renewal was ``declined`` with ``AUTHENTICATION_REQUIRED``,
+    which is handled like no consent.
     """
-    if plan.recovery is None or not plan.recovery.off_session_reauth.consented:
+    if declined or plan.recovery is None or not plan.recovery.off_session_reauth.consented:
         return True
     cap = plan.recovery.off_session_reauth.up_to
     if cap is None:
@@ -67,9 +69,11 @@ def payer_present(plan: Plan, lapsed: list[str]) -> bool:
     return needed > cap.decimal
 
 
-def _escalation_target(plan: Plan) -> str:
+def _escalation_target(plan: Plan, *, declined: bool = False) -> str:
     """The payer when they must come back on session, else the escalation address."""
     consented = plan.recovery is not None and plan.recovery.off_session_reauth.consented
+    if declined:
+        consented = False
     if consented and plan.escalation is not None and plan.escalation.address is not None:
         return plan.escalation.address
     return plan.on_behalf_of
@@ -115,7 +119,8 @@ class Escalator:
         """
         first = first_hold_end(run)
         ends = format_time(first[0]) if first else None
-        target = _escalation_target(run.plan)
+        declined = bool(run.payer_needed)
+        target = _escalation_target(run.plan, declined=declined)
         prompt = (
             f"The final step {branch.branch_id} ({branch.operation} at {branch.participant}) "
             f"of transaction {run.txn_id} has not answered ({silence}). Nothing is committed "
@@ -123,6 +128,11 @@ class Escalator:
             "coordinator keeps asking. Please find out whether it took effect, and reply "
             "with what you found."
         )
+        if declined:
+            prompt += (
+                f" The renewal of {', '.join(sorted(run.payer_needed))} was declined: "
+                "authentication required. Only the payer, present, can extend it."
+            )
         question = {
             "hatpVersion": PROTOCOL_VERSION,
             "kind": "question",
@@ -144,7 +154,8 @@ class Escalator:
             detail=silence,
             firstHoldEnds=ends,
             to=target,
-            payerPresent=payer_present(run.plan, _holds(run)),
+            payerPresent=payer_present(run.plan, _holds(run), declined=declined),
+            declined=sorted(run.payer_needed),
             holds=self._holds_now(run),
             question=asked,
             problem=problem,
@@ -163,7 +174,7 @@ class Escalator:
         linked = f"{run.txn_id}.recovery"[:128]
         decide_by = self._clock.now() + timedelta(days=7)
         plan = _recovery_plan(run.plan, linked, lapsed, decide_by)
-        present = payer_present(run.plan, lapsed)
+        present = payer_present(run.plan, lapsed, declined=bool(run.payer_needed))
         how = "with the payer present" if present else "off-session, under the saved mandate"
         prompt = (
             f"Transaction {run.txn_id}: its final step answered after the holds on "
@@ -176,7 +187,7 @@ class Escalator:
             "questionId": _question_id("recovery", run.txn_id, "-".join(lapsed)),
             "asker": run.plan.initiator,
             "onBehalfOf": run.plan.on_behalf_of,
-            "address": _escalation_target(run.plan),
+            "address": _escalation_target(run.plan, declined=bool(run.payer_needed)),
             "type": "choose",
             "prompt": {"summary": prompt},
             "options": ["run-recovery", "decline"],

@@ -21,11 +21,13 @@ from typing import Any
 from hatp.clock import Clock, format_time, parse_time
 from hatp.coordinator._txn import TxnRun
 from hatp.coordinator._vetting import describe, vet_renew, vet_vote
-from hatp.errors import HoldExpired, StaleFence
+from hatp.errors import HoldExpired, RenewalDeclined, StaleFence
 from hatp.evidence import Keyring, SigningKey
 from hatp.model import Branch, Tier, TxnEvent
 from hatp.participant import Participant
 
+#: A declined renewal's reason when only the payer, on session, can extend the hold.
+AUTHENTICATION_REQUIRED = "AUTHENTICATION_REQUIRED"
 #: A lease closer than this to its end is not renewed again: it would end mid-call.
 MIN_RENEW_STEP = timedelta(seconds=1)
 
@@ -119,6 +121,11 @@ class HoldKeeper:
             if problem is None:
                 return None
             return f"the hold was lost ({exc.code}: {exc.message}) and {problem}"
+        except RenewalDeclined as exc:  # the lease stands; try again at the next half
+            if exc.data.get("reason") == AUTHENTICATION_REQUIRED:
+                # Like no consent to re-authorize off-session: only the payer can act.
+                run.payer_needed.add(branch.branch_id)
+            return None
         except Exception:  # no answer, or a refusal: the lease stands; try at the next half
             return None
         parsed, problem = vet_renew(

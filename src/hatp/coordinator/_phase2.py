@@ -206,6 +206,8 @@ class Phase2:
                 if hold.tier is Tier.HOLD and hold.branch_id in run.prepares
             )
         due = self._escalator.due(run)
+        if run.payer_needed:  # a renewal needs the payer: bring them in now, not later
+            due = self._clock.now()
         if due is None or branch.branch_id in run.escalated:
             return None
         if self._clock.now() < due:

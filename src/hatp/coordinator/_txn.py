@@ -65,6 +65,8 @@ class TxnRun:
     replaced: asyncio.Event = field(default_factory=asyncio.Event)
     #: The in-doubt branches a person was brought in about [COORD-ESCALATE].
     escalated: set[str] = field(default_factory=set)
+    #: Holds whose renewal was declined AUTHENTICATION_REQUIRED: the payer is needed.
+    payer_needed: set[str] = field(default_factory=set)
     #: The holds that had lapsed when the final step's late answer came [COORD-LATE-ANSWER].
     lapsed: list[str] = field(default_factory=list)
     #: Those of them already released.
@@ -147,6 +149,7 @@ class TxnRun:
                 self.decided_asks.add(str(body["groupId"]))
             elif kind == TxnEvent.ESCALATED:
                 self.escalated.add(str(body["branchId"]))
+                self.payer_needed.update(str(b) for b in body.get("declined") or [])
             elif kind == TxnEvent.LATE_ANSWER:
                 self.lapsed = [str(h["branchId"]) for h in body["holds"] if not h["live"]]
             elif kind == TxnEvent.ABORTED and str(body["branchId"]) in self.lapsed:

@@ -26,6 +26,7 @@ from hatp.errors import (
     NotRenewable,
     OutcomeConflict,
     PlanInvalid,
+    RenewalDeclined,
     UndoInvalid,
 )
 from hatp.evidence import SigningKey
@@ -551,6 +552,17 @@ def _renew_prepared(call: Call) -> Result:
     operation, work = call.stored()
     asked = work.prepared.lease_seconds if work.prepared else None
     ends = renewed_lease(operation, asked, call.now, current, horizon)
+    try:
+        operation.renew(work)
+    except Refuse as refusal:  # the provider would not extend it: the lease stands
+        raise RenewalDeclined(
+            f"{row.branch_id!r} of {row.txn_id!r}: the renewal was declined: {refusal}; "
+            f"the hold stands until {format_time(current)}",
+            txn_id=row.txn_id,
+            branch_id=row.branch_id,
+            reason=refusal.reason,
+            leaseExpiresAt=format_time(current),
+        ) from None
     # Saved in the call's transaction: durable before the receipt leaves.
     call.save(lease_expires_at=ends)
     return call.signer().renew(str(row.plan_digest), ends, horizon)

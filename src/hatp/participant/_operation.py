@@ -164,6 +164,18 @@ class Operation(ABC):
         """
         raise NotImplementedError(f"operation {self.name!r} cannot compensate")
 
+    def renew(self, work: Work) -> None:
+        """Extend the hold at the provider, if it has a say (the default: it has none).
+
+        Called inside the renewal's store transaction, before the new lease is
+        saved; the SDK has already capped the lease at the horizon.
+
+        Raises:
+            Refuse: the provider declines (``AUTHENTICATION_REQUIRED`` when a
+                card needs the payer present); the lease stands, nothing is saved.
+        """
+        return None
+
     def preconditions(self, work: Work) -> Preconditions | None:
         """Re-read the targets at commit; ``None`` (the default) skips the re-read."""
         return None
