@@ -2,7 +2,8 @@
 
 Phase 1 first chooses its mode ([COORD-MODE], :mod:`hatp.coordinator._modes`):
 parallel prepares every branch and asks every approval group at once;
-approval-first asks for quoted prices first and prepares after. Any no,
+approval-first asks for quoted prices first and prepares after; holds-first
+prepares first and asks people to approve the holds' ends with the plan. Any no,
 rejection, problem or a missed deadline decides abort. While it waits, the
 prepared holds are renewed (a lost one is placed again), and the deadline is
 ``decideBy`` shrunk to fit inside the holds (``approveBy``, see
@@ -344,7 +345,7 @@ class Coordinator:
         run.quotes = choice.quotes
         branches, groups = run.plan.branches, run.plan.approvals
         if choice.chosen is Mode.APPROVAL_FIRST:
-            await self._quote_deadline(run, decide_by)
+            self._quote_deadline(run)
             return await self._gather(run, decide_by, (), groups) or await self._gather(
                 run, decide_by, branches, (), fit=False
             )
@@ -381,8 +382,9 @@ class Coordinator:
         run.terms, run.terms_digest = terms, digest(terms)
         run.note(self._key, TxnEvent.TERMS, terms=terms, termsDigest=run.terms_digest)
 
-    async def _quote_deadline(self, run: TxnRun, decide_by: datetime) -> None:
-        """Approval-first: an approval must come while every quote is still valid [COORD-QUOTE]."""
+    def _quote_deadline(self, run: TxnRun) -> None:
+        """Approval-first: an approval must come while every quote is still valid
+        [COORD-QUOTE]; the asks, opened after this, carry the deadline."""
         for branch_id, quote in run.quotes.items():
             if quote.valid_until is None:
                 continue
@@ -390,8 +392,6 @@ class Coordinator:
             if latest < run.approve_by:
                 run.approve_by = latest
                 run.note(self._key, TxnEvent.DEADLINE, **deadline_body(latest, branch_id))
-        if run.approve_by < decide_by:
-            await self._tighten_asks(run)
 
     async def _gather(
         self,
