@@ -43,6 +43,19 @@ def _late(trip: Trip, plan: dict[str, Any], answer_after: float) -> Outcome:
     return asyncio.run(simulate(trip.clock, coordinator.run(plan), STEP))
 
 
+def _consenting(plan: dict[str, Any], *, lead: int) -> None:
+    """Consent to re-authorize off-session up to 800.00 USD; escalate to carol ``lead``
+    seconds before the first hold ends."""
+    plan["escalation"] = {"address": "human://acme.com/carol", "leadSeconds": lead}
+    plan["recovery"] = {
+        "offSessionReauth": {
+            "consented": True,
+            "upTo": {"value": "800.00", "currency": "USD"},
+            "mandate": "pm_saved_1",
+        }
+    }
+
+
 def _body(outcome: Outcome, kind: str) -> dict[str, Any]:
     (event,) = events(outcome.record, kind)
     return dict(event["body"])
@@ -98,14 +111,7 @@ def test_a_card_hold_that_cannot_be_renewed_is_escalated_before_its_fixed_end(
     goes to the escalation address, and the capture's answer at 12 minutes is in time."""
     monkeypatch.setattr(BookSeat, "max_lease_seconds", BookSeat.max_hold_seconds)
     plan = trip.plan(decide_in=5 * 60)
-    plan["escalation"] = {"address": "human://acme.com/carol", "leadSeconds": 20 * 60}
-    plan["recovery"] = {
-        "offSessionReauth": {
-            "consented": True,
-            "upTo": {"value": "800.00", "currency": "USD"},
-            "mandate": "pm_saved_1",
-        }
-    }
+    _consenting(plan, lead=20 * 60)
     outcome = _late(trip, plan, 12 * 60)
     assert outcome.state is TxnState.COMMITTED, outcome.reason
     escalated = _body(outcome, "txn.escalated")
@@ -161,14 +167,7 @@ def test_a_renewal_declined_for_authentication_brings_the_payer_in_at_once_COORD
 
     monkeypatch.setattr(BookSeat, "renew", declined)
     plan = trip.plan(decide_in=5 * 60)
-    plan["escalation"] = {"address": "human://acme.com/carol", "leadSeconds": TEN_MINUTES}
-    plan["recovery"] = {
-        "offSessionReauth": {
-            "consented": True,
-            "upTo": {"value": "800.00", "currency": "USD"},
-            "mandate": "pm_saved_1",
-        }
-    }
+    _consenting(plan, lead=TEN_MINUTES)
     outcome = _late(trip, plan, 15 * 60)
     assert outcome.state is TxnState.COMMITTED, outcome.reason
     escalated = _body(outcome, "txn.escalated")
