@@ -30,19 +30,7 @@ from hatp.evidence import SigningKey
 from hatp.model import Branch, Mode, Plan, Tier, TxnEvent
 from hatp.version import PROTOCOL_VERSION
 
-__all__ = ["Escalator", "first_hold_end", "payer_present"]
-
-
-def first_hold_end(run: TxnRun) -> tuple[datetime, str] | None:
-    """When the first hold ends at the latest (its horizon, renewals included), and which."""
-    ends = [
-        (parse_time(receipt.hold_horizon), branch.branch_id)
-        for branch in run.plan.branches
-        if branch.tier is Tier.HOLD
-        and (receipt := run.prepares.get(branch.branch_id)) is not None
-        and receipt.hold_horizon is not None
-    ]
-    return min(ends) if ends else None
+__all__ = ["Escalator", "payer_present"]
 
 
 def payer_present(plan: Plan, lapsed: list[str], *, declined: bool = False) -> bool:
@@ -104,7 +92,7 @@ class Escalator:
         """When an in-doubt final step must be escalated: ``leadSeconds`` (without an
         ``escalation`` clause, the commit allowance) before the first hold ends;
         ``None`` with no hold to lose."""
-        first = first_hold_end(run)
+        first = run.first_horizon()
         if first is None:
             return None
         escalation = run.plan.escalation
@@ -117,7 +105,7 @@ class Escalator:
         The coordinator keeps asking the participant afterwards; the person
         is told, not asked to decide for it.
         """
-        first = first_hold_end(run)
+        first = run.first_horizon()
         ends = format_time(first[0]) if first else None
         declined = bool(run.payer_needed)
         target = _escalation_target(run.plan, declined=declined)
@@ -223,7 +211,7 @@ class Escalator:
             receipt = run.prepares.get(branch.branch_id)
             if branch.tier is not Tier.HOLD or receipt is None:
                 continue
-            lease = run.leases.get(branch.branch_id) or receipt.lease_expires_at
+            lease = run.lease(branch.branch_id)
             live = lease is not None and parse_time(lease) > now
             out.append({"branchId": branch.branch_id, "leaseExpiresAt": lease, "live": live})
         return out

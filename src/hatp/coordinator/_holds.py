@@ -23,7 +23,7 @@ from hatp.coordinator._txn import TxnRun
 from hatp.coordinator._vetting import describe, vet_renew, vet_vote
 from hatp.errors import HoldExpired, RenewalDeclined, StaleFence
 from hatp.evidence import Keyring, SigningKey
-from hatp.model import Branch, Tier, TxnEvent
+from hatp.model import Branch, TxnEvent
 from hatp.participant import Participant
 
 #: A declined renewal's reason when only the payer, on session, can extend the hold.
@@ -39,15 +39,10 @@ def approve_by(run: TxnRun, decide_by: datetime, allowance: float) -> tuple[date
     [COORD-APPROVE-BY]: an approval after it could not be committed while
     every hold still lasts.
     """
-    deadline, basis = decide_by, "decideBy"
-    for branch in run.plan.branches:
-        receipt = run.prepares.get(branch.branch_id)
-        if branch.tier is not Tier.HOLD or receipt is None or receipt.hold_horizon is None:
-            continue
-        latest = parse_time(receipt.hold_horizon) - timedelta(seconds=allowance)
-        if latest < deadline:
-            deadline, basis = latest, branch.branch_id
-    return deadline, basis
+    first = run.first_horizon()
+    if first is not None and (latest := first[0] - timedelta(seconds=allowance)) < decide_by:
+        return latest, first[1]
+    return decide_by, "decideBy"
 
 
 class HoldKeeper:
@@ -92,7 +87,7 @@ class HoldKeeper:
             if receipt.hold_horizon is None:
                 return None
             horizon = parse_time(receipt.hold_horizon)
-            lease = parse_time(run.leases.get(bid) or receipt.lease_expires_at or "")
+            lease = parse_time(run.lease(bid) or "")
             left = lease - self._clock.now()
             if lease >= horizon or left <= MIN_RENEW_STEP:
                 return None

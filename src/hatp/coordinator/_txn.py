@@ -106,6 +106,25 @@ class TxnRun:
         if state is not None:
             self.state = state
 
+    def lease(self, branch_id: str) -> str | None:
+        """A prepared hold's latest ``leaseExpiresAt``: of its last renewal, else of its
+        (latest) prepare receipt [COORD-RENEW]; ``None`` if it has none."""
+        receipt = self.prepares.get(branch_id)
+        renewed = self.leases.get(branch_id)
+        return renewed or (receipt.lease_expires_at if receipt is not None else None)
+
+    def first_horizon(self) -> tuple[datetime, str] | None:
+        """The earliest ``holdHorizon`` of the prepared holds and its branch (the first in
+        plan order on a tie): no hold lasts past it; ``None`` with no hold."""
+        ends = [
+            (parse_time(receipt.hold_horizon), branch.branch_id)
+            for branch in self.plan.branches
+            if branch.tier is Tier.HOLD
+            and (receipt := self.prepares.get(branch.branch_id)) is not None
+            and receipt.hold_horizon is not None
+        ]
+        return min(ends, key=lambda end: end[0]) if ends else None
+
     def lapsed_hold(self, now: datetime) -> tuple[str, str | None] | None:
         """The first hold whose lease has ended by ``now``: ``(branchId, leaseExpiresAt)``.
 
@@ -118,7 +137,7 @@ class TxnRun:
             receipt = self.prepares.get(branch.branch_id)
             if branch.tier is not Tier.HOLD or receipt is None:
                 continue
-            lease = self.leases.get(branch.branch_id, receipt.lease_expires_at)
+            lease = self.lease(branch.branch_id)
             if lease is None or parse_time(lease) <= now:
                 return branch.branch_id, lease
         return None

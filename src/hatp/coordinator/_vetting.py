@@ -144,14 +144,10 @@ def vet_estimate(
     plan_digest: str,
 ) -> tuple[ChainEstimate | None, str | None]:
     """Check a chain estimate: the asked gateway's word on this group of this plan."""
-    try:
-        parsed = ChainEstimate.model_validate(estimate)
-    except ValidationError as exc:
-        return None, f"malformed chain estimate: {exc.errors()[0]['msg']}"
-    problem = _from_gateway(
-        "chain estimate", estimate, parsed, keyring, gateway_id, txn_id, group_id, plan_digest
-    )
-    return parsed, problem
+    return _from_gateway(
+        ChainEstimate, "chain estimate", estimate, keyring, gateway_id, txn_id, group_id,
+        plan_digest,
+    )  # fmt: skip
 
 
 def describe(exc: BaseException, timeout: float | None) -> str:
@@ -164,6 +160,19 @@ def describe(exc: BaseException, timeout: float | None) -> str:
 
 
 _Fenced = TypeVar("_Fenced", PrepareReceipt, RenewReceipt, Quote)
+_Parsed = TypeVar(
+    "_Parsed", PrepareReceipt, RenewReceipt, Quote, OutcomeReceipt, Approval, PendingVote,
+    ChainEstimate,
+)  # fmt: skip
+_Said = TypeVar("_Said", Approval, PendingVote, ChainEstimate)
+
+
+def _parsed(model: type[_Parsed], what: str, doc: Mapping[str, Any]) -> _Parsed | str:
+    """``doc`` as ``model``, or why it is malformed."""
+    try:
+        return model.model_validate(doc)
+    except ValidationError as exc:
+        return f"malformed {what}: {exc.errors()[0]['msg']}"
 
 
 def _fenced_receipt(
@@ -177,10 +186,9 @@ def _fenced_receipt(
     fence: int,
 ) -> tuple[_Fenced | None, str | None]:
     """Parse a branch's receipt; check its signer, transaction, branch, plan and fence."""
-    try:
-        parsed = model.model_validate(receipt)
-    except ValidationError as exc:
-        return None, f"malformed {what} receipt: {exc.errors()[0]['msg']}"
+    parsed = _parsed(model, f"{what} receipt", receipt)
+    if isinstance(parsed, str):
+        return None, parsed
     problem = _signed_by(receipt, keyring, branch.participant) or _same_branch(
         parsed, txn_id, branch, plan_digest
     )
@@ -199,10 +207,9 @@ def vet_outcome(
     expected: BranchState,
 ) -> tuple[OutcomeReceipt | None, str | None]:
     """Check a phase-2 receipt; return it parsed, and the problem if it is not ``expected``."""
-    try:
-        parsed = OutcomeReceipt.model_validate(receipt)
-    except ValidationError as exc:
-        return None, f"malformed receipt: {exc.errors()[0]['msg']}"
+    parsed = _parsed(OutcomeReceipt, "receipt", receipt)
+    if isinstance(parsed, str):
+        return None, parsed
     problem = _signed_by(receipt, keyring, branch.participant)
     # An abort before any prepare names no plan; everything else must name ours.
     digest_seen = plan_digest if parsed.plan_digest is None else None
@@ -251,13 +258,11 @@ def vet_approval(
     gateway's routing record, and it must satisfy the group (quorum,
     separation of duties, authority) by that evidence, not by the gateway's word.
     """
-    try:
-        parsed = Approval.model_validate(approval)
-    except ValidationError as exc:
-        return None, f"malformed approval: {exc.errors()[0]['msg']}"
-    problem = _from_gateway(
-        "approval", approval, parsed, keyring, gateway_id, txn_id, group.group_id, plan_digest
+    parsed, problem = _from_gateway(
+        Approval, "approval", approval, keyring, gateway_id, txn_id, group.group_id, plan_digest
     )
+    if parsed is None:
+        return None, problem
     if problem is None and ask_id is not None and parsed.ask_id != ask_id:
         problem = f"approval answers ask {parsed.ask_id}, not {ask_id}"
     approved_terms = approval.get("termsDigest")
@@ -302,27 +307,26 @@ def vet_pending(
     plan_digest: str,
 ) -> tuple[PendingVote | None, str | None]:
     """Check a pending vote; return it parsed, and the problem if it is not for this ask."""
-    try:
-        parsed = PendingVote.model_validate(pending)
-    except ValidationError as exc:
-        return None, f"malformed pending vote: {exc.errors()[0]['msg']}"
-    problem = _from_gateway(
-        "pending vote", pending, parsed, keyring, gateway_id, txn_id, group_id, plan_digest
+    return _from_gateway(
+        PendingVote, "pending vote", pending, keyring, gateway_id, txn_id, group_id, plan_digest
     )
-    return parsed, problem
 
 
 def _from_gateway(
+    model: type[_Said],
     what: str,
     doc: Mapping[str, Any],
-    parsed: Approval | PendingVote | ChainEstimate,
     keyring: Keyring,
     gateway_id: str,
     txn_id: str,
     group_id: str,
     plan_digest: str,
-) -> str | None:
-    """The first reason ``doc`` is not the asked gateway's word on this group of this plan."""
+) -> tuple[_Said | None, str | None]:
+    """``doc`` parsed, and the first reason it is not the asked gateway's word on this
+    group of this plan, if any."""
+    parsed = _parsed(model, what, doc)
+    if isinstance(parsed, str):
+        return None, parsed
     problem = _signed_by(doc, keyring, gateway_id)
     if problem is None and parsed.gateway != gateway_id:
         problem = f"{what} names gateway {parsed.gateway}, not {gateway_id}"
@@ -330,4 +334,4 @@ def _from_gateway(
         problem = f"{what} is for plan {parsed.plan_digest}, not {plan_digest}"
     if problem is None and (parsed.txn_id, parsed.group_id) != (txn_id, group_id):
         problem = f"{what} is for {parsed.txn_id}/{parsed.group_id}"
-    return problem
+    return parsed, problem
