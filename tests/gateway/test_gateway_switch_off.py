@@ -12,7 +12,6 @@ import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
 
@@ -123,12 +122,6 @@ def _outcome(store_url: str, case: Case) -> str:
         return asyncio.run(body())
     finally:
         world.close()
-
-
-@pytest.fixture
-def sqlite_url(tmp_path: Path) -> Callable[[], str]:
-    count = iter(range(100))
-    return lambda: f"sqlite:///{tmp_path / f'gw{next(count)}.db'}"
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

@@ -6,7 +6,6 @@ import asyncio
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -313,12 +312,6 @@ def _outcome(store_url: str, case: Case) -> str:
         return asyncio.run(body())
     finally:
         w.close()
-
-
-@pytest.fixture
-def sqlite_url(tmp_path: Path) -> Callable[[], str]:
-    count = iter(range(100))
-    return lambda: f"sqlite:///{tmp_path / f'gw{next(count)}.db'}"
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
