@@ -41,6 +41,7 @@ bench: $(VENV)/.dev
 	$(BIN)/python benchmarks/evidence.py
 	$(BIN)/python benchmarks/coordinator.py
 	$(BIN)/python benchmarks/gate.py
+	$(BIN)/python benchmarks/mcp.py
 
 ## make schemas: regenerate schemas/ from the pydantic types
 schemas: $(VENV)/.dev

@@ -45,3 +45,9 @@ def test_gate_benchmark_quick_run_prints_its_ratios() -> None:
         line.startswith("sqlite: check + use") and "ratio" in line for line in out.splitlines()
     )
     assert "postgresql:" in out
+
+
+def test_mcp_benchmark_quick_run_prints_the_overhead_per_branch() -> None:
+    out = quick_run("mcp.py")
+    for text in ("in process: txn", "MCP (stdio): txn", "transport overhead per branch", "ratio"):
+        assert text in out, text

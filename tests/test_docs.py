@@ -26,7 +26,7 @@ def test_every_spec_requirement_is_named_by_a_test() -> None:
 
 
 def test_every_rule_the_code_reports_is_in_the_spec() -> None:
-    from hatp.errors import APPROVAL_REASONS, PLAN_REASONS, SIGNATURE_REASON_RULES
+    from hatp.errors import APPROVAL_REASONS, PEER_REASONS, PLAN_REASONS, SIGNATURE_REASON_RULES
     from hatp.evidence import CHAIN_RULES, ROUTING_RULES, TXN_RULES
 
     ids = set(ID.findall(SPEC))
@@ -41,6 +41,10 @@ def test_every_rule_the_code_reports_is_in_the_spec() -> None:
     for reason, text in APPROVAL_REASONS.items():
         assert f"`{reason}`" in SPEC, reason
         rule = re.search(r"\((GATE-[A-Z-]+)\)", text)
+        assert rule is not None and rule.group(1) in ids, reason
+    for reason, text in PEER_REASONS.items():
+        assert f"`{reason}`" in SPEC, reason
+        rule = re.search(r"\((MCP-[A-Z-]+)\)", text)
         assert rule is not None and rule.group(1) in ids, reason
 
 

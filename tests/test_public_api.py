@@ -11,6 +11,7 @@ import hatp.directory
 import hatp.errors
 import hatp.evidence
 import hatp.gateway
+import hatp.mcp
 import hatp.model
 import hatp.participant
 import hatp.store
@@ -30,6 +31,7 @@ PACKAGES = [
     hatp.errors,
     hatp.evidence,
     hatp.gateway,
+    hatp.mcp,
     hatp.model,
     hatp.participant,
     hatp.store,

@@ -40,7 +40,9 @@ MCP JSON-RPC error.
     ├── ApprovalInvalid        APPROVAL_INVALID    (data.reason: a key of APPROVAL_REASONS)
     ├── ApprovalUnknown        APPROVAL_UNKNOWN
     ├── CallInvalid            CALL_INVALID        (data.reason: a key of CALL_REASONS)
-    └── GateInvalid            GATE_INVALID
+    ├── GateInvalid            GATE_INVALID
+    ├── PeerIncompatible       PEER_INCOMPATIBLE   (data.reason: a key of PEER_REASONS)
+    └── PeerUnavailable        PEER_UNAVAILABLE    (no answer from an MCP server)
 """
 
 from __future__ import annotations
@@ -607,3 +609,45 @@ __all__ += [
     "CallInvalid",
     "GateInvalid",
 ]
+
+
+# --- The MCP binding (docs/spec.md §21) ---
+
+
+class PeerIncompatible(HatpError):
+    """An MCP server does not speak hatp as it must for this use; nothing was sent.
+
+    ``data.reason`` is a key of :data:`PEER_REASONS`; ``data.server`` names the
+    server as the caller does.
+    """
+
+    code = "PEER_INCOMPATIBLE"
+
+    @property
+    def reason(self) -> str:
+        """The stable reason code, e.g. ``NO_EXTENSION``."""
+        return str(self.data.get("reason"))
+
+
+#: Every ``PEER_INCOMPATIBLE`` reason (docs/spec.md §21).
+PEER_REASONS: dict[str, str] = {
+    "NO_EXTENSION": "the server advertises the dev.hatp/hatp extension (MCP-ADVERTISED)",
+    "SETTINGS": "its settings have the HatpAdvert form (MCP-ADVERTISED)",
+    "VERSION": "it speaks this build's protocol version (MCP-VERSION)",
+    "ROLE": "it advertises the role it is used in (MCP-ROLE)",
+    "IDENTITY": "it is the participant, gateway or directory the caller named (MCP-IDENTITY)",
+    "KEY_UNTRUSTED": "every key it advertises is in the caller's keyring under its own id "
+    "(MCP-KEYS)",
+    "METHOD": "it serves the hatp method called, with these parameters (MCP-METHOD)",
+}
+
+
+class PeerUnavailable(HatpError):
+    """An MCP server gave no answer (a timeout, a lost connection): not a refusal.
+    The request may have taken effect; asking again is safe, every hatp request
+    being idempotent. (A participant's silence is ``PARTICIPANT_UNAVAILABLE``.)"""
+
+    code = "PEER_UNAVAILABLE"
+
+
+__all__ += ["PEER_REASONS", "PeerIncompatible", "PeerUnavailable"]

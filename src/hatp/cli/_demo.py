@@ -52,6 +52,14 @@ def demo(
             "--gated", help="Show one approval-gated tool call (charge_card) instead of the trip."
         ),
     ] = False,
+    mcp: Annotated[
+        bool,
+        typer.Option(
+            "--mcp",
+            help="Run the trip with each participant an MCP server process (stdio and HTTP), "
+            "then kill one after it votes yes.",
+        ),
+    ] = False,
 ) -> None:
     """Book a business trip as one transaction and show every step.
 
@@ -62,6 +70,10 @@ def demo(
         for name, item in SCENARIOS.items():
             typer.echo(f"{name:<10} {item.summary}")
         typer.echo(f"{'--gated':<10} one tool call gated by an approval of exactly that call")
+        typer.echo(f"{'--mcp':<10} the trip over MCP, four server processes; one killed and back")
+        return
+    if mcp:
+        _mcp(out or Path(tempfile.mkdtemp(prefix="hatp-demo-")), auto)
         return
     if gated:
         _gated(out or Path(tempfile.mkdtemp(prefix="hatp-demo-")), auto)
@@ -123,6 +135,26 @@ def _show(run: DemoRun) -> bool:
         f"--keys {run.folder / 'keyring.json'}"
     )
     return report.ok and all_or_none
+
+
+def _mcp(folder: Path, auto: bool) -> None:
+    err.rule("hatp demo --mcp: the trip over MCP, each participant a server process of its own")
+    from hatp.demo.mcp_trip import run_mcp_demo  # the MCP SDK loads only for --mcp
+
+    interactive = not auto and sys.stdin.isatty()
+    demo = asyncio.run(run_mcp_demo(folder, channel=_at_this_terminal if interactive else None))
+    ok = True
+    try:
+        for line in demo.layout:
+            err.print(f"  {line}", soft_wrap=True)
+        for run in demo.runs:
+            err.rule(f"{run.scenario.name}: {run.scenario.summary}")
+            ok = _show(run) and ok
+    finally:
+        demo.world.close()
+    typer.echo(str(folder))
+    if not ok:
+        raise typer.Exit(1)
 
 
 def _gated(folder: Path, auto: bool) -> None:

@@ -165,6 +165,16 @@ class Coordinator:
             ),
         )
 
+    @property
+    def log(self) -> DecisionLog:
+        """The decision log this coordinator writes (and leases transactions in)."""
+        return self._log
+
+    @property
+    def clock(self) -> Clock:
+        """The clock this coordinator's deadlines and leases run on."""
+        return self._clock
+
     async def run(self, plan: Plan | Mapping[str, Any]) -> Outcome:
         """Begin a transaction for ``plan`` and drive it to its end.
 
@@ -174,6 +184,29 @@ class Coordinator:
             VersionUnsupported: the plan names an unknown protocol version.
             OutcomeConflict: a transaction with this id is already in the log.
         """
+        return await self._drive(self._create(plan))
+
+    def begin(self, plan: Plan | Mapping[str, Any]) -> asyncio.Task[Outcome]:
+        """Log a transaction for ``plan`` and drive it in a task of its own.
+
+        The transaction is in the log (leased to this coordinator) before this
+        returns, so :meth:`state` and :meth:`record` answer for it at once; the
+        task ends with its :class:`Outcome`. Call from inside the event loop.
+
+        Raises:
+            PlanInvalid, VersionUnsupported, OutcomeConflict: as :meth:`run`; nothing was logged.
+        """
+        return asyncio.get_running_loop().create_task(self._drive(self._create(plan)))
+
+    def state(self, txn_id: str) -> TxnState:
+        """Return where the transaction stands in the log now.
+
+        Raises:
+            TransactionUnknown: no such transaction in the log.
+        """
+        return self._log.get(txn_id).state
+
+    def _create(self, plan: Plan | Mapping[str, Any]) -> TxnRun:
         parsed = parse_plan(plan)
         self._check_reachable(parsed)
         wire = parsed.to_wire()
@@ -199,8 +232,7 @@ class Coordinator:
             writer.events(),
         )
         fault_point("log.planned")
-        run = TxnRun(parsed, plan_digest, fence, writer, persisted=1)
-        return await self._drive(run)
+        return TxnRun(parsed, plan_digest, fence, writer, persisted=1)
 
     async def recover(self) -> list[Outcome]:
         """Take over and finish every open transaction whose owner's lease has ended."""

@@ -244,11 +244,16 @@ class Keyring:
     def __len__(self) -> int:
         return len(self._keys)
 
+    @property
+    def trusted_issuers(self) -> list[str]:
+        """The issuers whose keys this keyring trusts, sorted."""
+        return sorted(self._trusted)
+
     def to_json(self) -> dict[str, Any]:
         """Return the keyring document (see ``schemas/KeyringDocument.json``)."""
         return {
             "hatpVersion": PROTOCOL_VERSION,
-            "trustedIssuers": sorted(self._trusted),
+            "trustedIssuers": self.trusted_issuers,
             "keys": [
                 {**key.to_jwk(), "issuer": issuer}
                 for key, issuer in sorted(self._keys.values(), key=lambda item: item[0].kid)

@@ -99,6 +99,18 @@ class ApprovalGate:
         """The server id approvals must name."""
         return self._server
 
+    @property
+    def tools(self) -> list[GatedTool]:
+        """The gated tools as declared, by name."""
+        return [
+            declared.tool for name in self._tools.names() if (declared := self._tools.get(name))
+        ]
+
+    @property
+    def trusted_gateways(self) -> list[str]:
+        """The ids of the gateways whose approvals this server accepts, sorted."""
+        return self._gateways.trusted_issuers
+
     def gated(self, tool: str) -> bool:
         """Whether ``tool`` runs only with an approval."""
         return self._tools.get(tool) is not None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable, Mapping
+from types import MappingProxyType
 from typing import Any
 
 from hatp import _checks
@@ -55,6 +56,11 @@ class ParticipantServer:
     def participant_id(self) -> str:
         """This participant's id, as plans name it."""
         return self._id
+
+    @property
+    def operations(self) -> Mapping[str, Operation]:
+        """The operations this participant offers, by name (read-only)."""
+        return MappingProxyType(self._operations)
 
     async def prepare(self, plan: Plan, branch_id: str, fence: int) -> dict[str, Any]:
         """Vote on one branch; return the signed PrepareReceipt (yes, or no with a reason).

@@ -1,0 +1,89 @@
+"""hatp over MCP, on the official ``mcp`` SDK (docs/spec.md §21).
+
+An edge: it carries requests and renders refusals; every protocol rule stays
+in the role it carries. On the server side one call adds hatp to an MCP
+server its author already built, and the server's own tools keep working:
+
+- :func:`serve_hatp`: the server is a participant (``dev.hatp/txn/*``);
+- :func:`gate_tools`: chosen tools run only with an approval of the exact
+  call, passed in ``_meta["dev.hatp/approval"]``;
+- :func:`serve_gateway`: the Human Gateway, and its Directory's cards;
+- :func:`serve_coordinator`: agents begin transactions and follow them.
+
+On the client side :func:`mcp_participant`, :func:`mcp_gateway`,
+:func:`mcp_directory` and :func:`mcp_coordinator` check what a server
+advertises and return objects a coordinator or an agent uses exactly as the
+in-process ones; :func:`call_gated` and :func:`await_call_approval` are an
+agent's side of a gated call. A hatp client declares the extension:
+``Client(server, extensions=[mcp.client.advertise(EXTENSION_ID)])``.
+"""
+
+from hatp.mcp._advert import HatpAdvert, OperationAdvert, Role, check_advert
+from hatp.mcp._coordinator_client import McpCoordinator, mcp_coordinator
+from hatp.mcp._coordinator_server import CoordinatorExtension, serve_coordinator
+from hatp.mcp._gate import (
+    GateAdvert,
+    GatedToolAdvert,
+    GateExtension,
+    RequesterOf,
+    call_gated,
+    gate_tools,
+)
+from hatp.mcp._gateway_client import (
+    McpDirectory,
+    McpGateway,
+    await_call_approval,
+    mcp_directory,
+    mcp_gateway,
+)
+from hatp.mcp._gateway_server import GatewayExtension, serve_gateway
+from hatp.mcp._participant_client import McpParticipant, mcp_participant
+from hatp.mcp._participant_server import ParticipantExtension, serve_hatp
+from hatp.mcp._wire import (
+    APPROVAL_META_KEY,
+    CALL_APPROVAL_TOOL,
+    EXTENSION_ID,
+    GATE_EXTENSION_ID,
+    JSONRPC_CODES,
+    MAX_WAIT_SECONDS,
+    METHODS,
+    PENDING_META_KEY,
+    REFUSAL_CODE,
+)
+
+__all__ = [
+    "APPROVAL_META_KEY",
+    "CALL_APPROVAL_TOOL",
+    "EXTENSION_ID",
+    "GATE_EXTENSION_ID",
+    "JSONRPC_CODES",
+    "MAX_WAIT_SECONDS",
+    "METHODS",
+    "PENDING_META_KEY",
+    "REFUSAL_CODE",
+    "CoordinatorExtension",
+    "GateAdvert",
+    "GateExtension",
+    "GatedToolAdvert",
+    "GatewayExtension",
+    "HatpAdvert",
+    "McpCoordinator",
+    "McpDirectory",
+    "McpGateway",
+    "McpParticipant",
+    "OperationAdvert",
+    "ParticipantExtension",
+    "RequesterOf",
+    "Role",
+    "await_call_approval",
+    "call_gated",
+    "check_advert",
+    "gate_tools",
+    "mcp_coordinator",
+    "mcp_directory",
+    "mcp_gateway",
+    "mcp_participant",
+    "serve_coordinator",
+    "serve_gateway",
+    "serve_hatp",
+]

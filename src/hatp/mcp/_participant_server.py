@@ -1,0 +1,196 @@
+"""A participant behind an MCP server: the ``dev.hatp/txn/*`` methods, served.
+
+:func:`serve_hatp` adds the hatp extension to an MCP server a tool author has
+already built; :class:`ParticipantExtension` is the same extension for
+``MCPServer(extensions=[...])``. Each method reads its params (a plan travels
+in its wire form and is parsed here, so its digest is the one the coordinator
+computed), calls the :class:`~hatp.participant.ParticipantServer`, and answers
+with what it signed. Every rule stays in the participant: this module only
+carries requests and answers (docs/spec.md §21).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from mcp.server.context import ServerRequestContext
+from mcp.server.extension import Extension, MethodBinding
+from mcp.server.mcpserver import MCPServer
+from pydantic import Field
+
+from hatp.evidence import PublicKey
+from hatp.mcp._advert import HatpAdvert, OperationAdvert
+from hatp.mcp._install import install
+from hatp.mcp._rpc import HatpParams, method
+from hatp.mcp._wire import EXTENSION_ID, METHODS
+from hatp.model import Preconditions, Tier, parse_plan
+from hatp.participant import Operation, ParticipantServer
+from hatp.version import PROTOCOL_VERSION
+
+__all__ = [
+    "BranchParams",
+    "CommitParams",
+    "CompensateParams",
+    "ParticipantExtension",
+    "PlanParams",
+    "ReplaceParams",
+    "StatusParams",
+    "serve_hatp",
+]
+
+Ctx = ServerRequestContext[Any, Any]
+
+
+class StatusParams(HatpParams):
+    """``txn/status``: which branch."""
+
+    txn_id: str = Field(min_length=1)
+    branch_id: str = Field(min_length=1)
+
+
+class BranchParams(StatusParams):
+    """``txn/abort`` and ``txn/renew``: which branch, under which fence."""
+
+    fence: int = Field(ge=0)
+
+
+class CommitParams(BranchParams):
+    """``txn/commit``: the branch, its fence, the plan digest voted on, the preconditions seen."""
+
+    plan_digest: str = Field(min_length=1)
+    preconditions: Preconditions | None = None
+
+
+class CompensateParams(BranchParams):
+    """``txn/compensate``: the branch, its fence, and the undo token its commit returned."""
+
+    undo_token: str
+
+
+class PlanParams(HatpParams):
+    """``txn/prepare`` and ``txn/quote``: the plan's wire form, the branch, the fence."""
+
+    plan: dict[str, Any]
+    branch_id: str = Field(min_length=1)
+    fence: int = Field(ge=0)
+
+
+class ReplaceParams(PlanParams):
+    """``txn/replace``: as prepare, with the attempt wanted."""
+
+    attempt: int = Field(ge=1)
+
+
+class ParticipantExtension(Extension):
+    """The ``dev.hatp/hatp`` extension serving one :class:`ParticipantServer`.
+
+    Its settings are the participant's :class:`HatpAdvert` (role
+    ``participant``, its id, its operations with their tiers and, for holds,
+    their lease limits, and ``keys`` as public JWKs); its methods are
+    ``txn/prepare``, ``txn/quote``, ``txn/replace``, ``txn/commit``,
+    ``txn/abort``, ``txn/compensate``, ``txn/renew`` and ``txn/status`` under
+    ``dev.hatp/``. A refusal goes back as a JSON-RPC error carrying the
+    participant's typed error; params that do not fit are refused with
+    ``PEER_INCOMPATIBLE`` (reason ``METHOD``).
+
+    Raises:
+        ValueError: ``keys`` is empty.
+    """
+
+    identifier = EXTENSION_ID
+
+    def __init__(self, participant: ParticipantServer, *, keys: Sequence[PublicKey]) -> None:
+        if not keys:
+            raise ValueError(
+                f"advertise at least one public key for {participant.participant_id}: "
+                "callers check receipts against it"
+            )
+        self._participant = participant
+        self._advert = HatpAdvert(
+            hatp_version=PROTOCOL_VERSION,
+            id=participant.participant_id,
+            roles=["participant"],
+            operations={name: _operation_advert(op) for name, op in participant.operations.items()},
+            keys=[key.to_jwk() for key in keys],
+        )
+
+    @property
+    def advert(self) -> HatpAdvert:
+        """What this extension advertises."""
+        return self._advert
+
+    def settings(self) -> dict[str, Any]:
+        """The advert's wire form, under ``capabilities.extensions["dev.hatp/hatp"]``."""
+        return self._advert.settings()
+
+    def methods(self) -> Sequence[MethodBinding]:
+        """The eight ``dev.hatp/txn/*`` participant methods."""
+        return [
+            method(METHODS["txn/prepare"], PlanParams, self._prepare),
+            method(METHODS["txn/quote"], PlanParams, self._quote),
+            method(METHODS["txn/replace"], ReplaceParams, self._replace),
+            method(METHODS["txn/commit"], CommitParams, self._commit),
+            method(METHODS["txn/abort"], BranchParams, self._abort),
+            method(METHODS["txn/compensate"], CompensateParams, self._compensate),
+            method(METHODS["txn/renew"], BranchParams, self._renew),
+            method(METHODS["txn/status"], StatusParams, self._status),
+        ]
+
+    async def _prepare(self, p: PlanParams, ctx: Ctx) -> Mapping[str, Any]:
+        receipt = await self._participant.prepare(parse_plan(p.plan), p.branch_id, p.fence)
+        return {"receipt": receipt}
+
+    async def _quote(self, p: PlanParams, ctx: Ctx) -> Mapping[str, Any]:
+        quote = await self._participant.quote(parse_plan(p.plan), p.branch_id, p.fence)
+        return {"quote": quote}
+
+    async def _replace(self, p: ReplaceParams, ctx: Ctx) -> Mapping[str, Any]:
+        plan = parse_plan(p.plan)
+        receipt = await self._participant.replace(plan, p.branch_id, p.fence, p.attempt)
+        return {"receipt": receipt}
+
+    async def _commit(self, p: CommitParams, ctx: Ctx) -> Mapping[str, Any]:
+        receipt = await self._participant.commit(
+            p.txn_id, p.branch_id, p.fence, p.plan_digest, p.preconditions
+        )
+        return {"receipt": receipt}
+
+    async def _abort(self, p: BranchParams, ctx: Ctx) -> Mapping[str, Any]:
+        return {"receipt": await self._participant.abort(p.txn_id, p.branch_id, p.fence)}
+
+    async def _compensate(self, p: CompensateParams, ctx: Ctx) -> Mapping[str, Any]:
+        receipt = await self._participant.compensate(p.txn_id, p.branch_id, p.fence, p.undo_token)
+        return {"receipt": receipt}
+
+    async def _renew(self, p: BranchParams, ctx: Ctx) -> Mapping[str, Any]:
+        return {"receipt": await self._participant.renew(p.txn_id, p.branch_id, p.fence)}
+
+    async def _status(self, p: StatusParams, ctx: Ctx) -> Mapping[str, Any]:
+        status = await self._participant.status(p.txn_id, p.branch_id)
+        return {"status": status.to_wire()}
+
+
+def serve_hatp(
+    server: MCPServer, participant: ParticipantServer, *, keys: Sequence[PublicKey]
+) -> None:
+    """Make ``server`` the participant ``participant``; its own tools keep working.
+
+    Adds :class:`ParticipantExtension` to the already-built server: it then
+    advertises the hatp extension and serves the ``dev.hatp/txn/*`` methods.
+
+    Raises:
+        ValueError: ``keys`` is empty, or the server has a hatp extension already.
+        RuntimeError: this ``mcp`` SDK cannot add an extension to a built server.
+    """
+    install(server, ParticipantExtension(participant, keys=keys))
+
+
+def _operation_advert(operation: Operation) -> OperationAdvert:
+    if operation.tier is Tier.HOLD:
+        return OperationAdvert(
+            tier=operation.tier,
+            max_lease_seconds=operation.max_lease_seconds,
+            max_hold_seconds=operation.max_hold_seconds,
+        )
+    return OperationAdvert(tier=operation.tier)
