@@ -7,9 +7,12 @@ proof that each check exists and is what does the refusing.
 
 from __future__ import annotations
 
+import importlib.util
 import re
+import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -93,8 +96,21 @@ def test_every_switchable_check_in_the_code_has_a_planted_violation() -> None:
         | {check for case in GATEWAY_TIGHTEN_CASES.values() for check in case.checks}
         | {check for case in PLANTED_TXNS for check in case.checks}
         | {case.check for case in GATE_CASES.values()}
+        | {case.check for case in _mcp_advert_cases().values()}
     )
     assert switches <= planted, f"checks with no planted violation: {switches - planted}"
+
+
+def _mcp_advert_cases() -> dict[str, Any]:
+    # tests/mcp cannot be imported as a package (the name is the MCP SDK's): load by path.
+    path = Path(__file__).parent / "mcp" / "test_participant_advert.py"
+    spec = importlib.util.spec_from_file_location("mcp_advert_cases", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up there
+    spec.loader.exec_module(module)
+    cases: dict[str, Any] = module.PLANTED
+    return cases
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
