@@ -17,26 +17,12 @@ import pytest
 from mcp.client import Client, advertise
 from mcp.server.mcpserver import MCPServer
 
-from hatp.clock import ManualClock
 from hatp.mcp import EXTENSION_ID, serve_hatp
 from hatp.participant import ParticipantServer
-from hatp.store import Store
-from participant.ops import KEY, server, setup_ledgers
+from participant.conftest import airline, ledgers  # noqa: F401  (the same airline fixtures)
+from participant.ops import KEY
 
 Connect = Callable[..., AbstractAsyncContextManager[Client]]
-
-
-@pytest.fixture
-def ledgers(store: Store) -> Store:
-    """The parametrized store with the airline's ledgers stocked."""
-    setup_ledgers(store)
-    return store
-
-
-@pytest.fixture
-def airline(ledgers: Store, clock: ManualClock) -> ParticipantServer:
-    """The airline participant, in process."""
-    return server(ledgers, clock)
 
 
 def seat_map_server() -> MCPServer:
@@ -52,7 +38,7 @@ def seat_map_server() -> MCPServer:
 
 
 @pytest.fixture
-def airline_mcp(airline: ParticipantServer) -> MCPServer:
+def airline_mcp(airline: ParticipantServer) -> MCPServer:  # noqa: F811 (the fixture)
     """The airline's MCP server, made a hatp participant by ``serve_hatp``."""
     mcp = seat_map_server()
     serve_hatp(mcp, airline, keys=[KEY.public])

@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 import mcp_types as types
 import pytest
 from mcp.client import Client, advertise
+from mcp.server.extension import Extension, MethodBinding
 from mcp.server.mcpserver import MCPServer
 from mcp.shared.exceptions import MCPError
 
@@ -58,6 +59,7 @@ from hatp.mcp import (
     CALL_APPROVAL_TOOL,
     EXTENSION_ID,
     METHODS,
+    HatpAdvert,
     McpGateway,
     await_call_approval,
     call_gated,
@@ -585,3 +587,67 @@ def test_resolve_over_mcp_matches_the_directory_in_process(real_world: TripWorld
     assert remote_resolution.excluded == local.excluded
     assert [c.load for c in remote_resolution.candidates] == [c.load for c in local.candidates]
     assert remote_resolution.needed == local.needed
+
+
+class _LyingDirectory(Extension):
+    """A server that advertises acme's directory truthfully and answers resolve badly."""
+
+    identifier = EXTENSION_ID
+
+    def __init__(self, world: TripWorld, answer: dict[str, Any]) -> None:
+        self._world = world
+        self._answer = answer
+
+    def settings(self) -> dict[str, Any]:
+        return HatpAdvert(
+            hatp_version=PROTOCOL_VERSION,
+            id=GATEWAY,
+            roles=["gateway", "directory"],
+            keys=[self._world.keys["gateway"].public.to_jwk()],
+        ).settings()
+
+    def methods(self) -> list[MethodBinding]:
+        async def resolve(params: Any, ctx: Any) -> dict[str, Any]:
+            return self._answer
+
+        return [MethodBinding(METHODS["directory/resolve"], types.RequestParams, resolve)]
+
+
+@pytest.mark.parametrize(
+    "shape",
+    ["no-card", "load-not-a-fraction", "someone-else-s-card"],
+)
+def test_a_resolution_out_of_shape_is_refused_not_trusted(
+    real_world: TripWorld, shape: str
+) -> None:
+    """[MCP-DIRECTORY] a directory's answer is read, never trusted: out of shape is METHOD."""
+    cards = {card.id: real_world.directory.signed(card.id) for card in real_world.directory.cards()}
+    first, second = sorted(cards)[:2]
+    candidate: dict[str, Any] = {
+        "id": first,
+        "card": cards[first],
+        "status": "available",
+        "load": "0/1",
+        "slaFits": True,
+    }
+    if shape == "no-card":
+        del candidate["card"]
+    elif shape == "load-not-a-fraction":
+        candidate["load"] = "half"
+    else:
+        candidate["card"] = cards[second]
+    answer = {"address": FINANCE_ADDRESS, "candidates": [candidate], "excluded": []}
+
+    async def go() -> PeerIncompatible:
+        server = MCPServer("liar", extensions=[_LyingDirectory(real_world, answer)])
+        async with Client(server, extensions=[advertise(EXTENSION_ID)]) as client:
+            directory = await mcp_directory(GATEWAY, client, real_world.keyring)
+            with pytest.raises(PeerIncompatible) as refused:
+                await directory.resolve(
+                    FINANCE_ADDRESS, "approve.spend", amounts={}, on_behalf_of=TRAVELLER
+                )
+            return refused.value
+
+    refused = run(go())
+    assert refused.reason == "METHOD"
+    assert refused.data["method"] == METHODS["directory/resolve"]

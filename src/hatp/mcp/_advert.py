@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Literal
 
+from mcp.client import Client
 from pydantic import Field, ValidationError
 
 from hatp import _checks
@@ -22,7 +23,7 @@ from hatp.mcp._wire import EXTENSION_ID
 from hatp.model import Tier, WireModel
 from hatp.version import PROTOCOL_VERSION
 
-__all__ = ["HatpAdvert", "OperationAdvert", "Role", "check_advert"]
+__all__ = ["HatpAdvert", "OperationAdvert", "Role", "check_advert", "check_server"]
 
 Role = Literal["participant", "gateway", "directory", "coordinator"]
 
@@ -114,6 +115,17 @@ def check_advert(
     for jwk in advert.keys:
         _check_key(jwk, server_id, keyring)
     return advert
+
+
+def check_server(client: Client, *, role: Role, server_id: str, keyring: Keyring) -> HatpAdvert:
+    """:func:`check_advert` on what the server behind ``client`` advertised.
+
+    Raises:
+        PeerIncompatible: as :func:`check_advert`.
+        RuntimeError: ``client`` is not entered (``async with``).
+    """
+    extensions = client.server_capabilities.extensions
+    return check_advert(extensions, role=role, server_id=server_id, keyring=keyring)
 
 
 def _unchecked(server_id: str, role: Role) -> HatpAdvert:

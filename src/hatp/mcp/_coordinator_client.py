@@ -10,7 +10,7 @@ from mcp import Client
 
 from hatp.errors import PeerUnavailable
 from hatp.evidence import Keyring
-from hatp.mcp._advert import check_advert
+from hatp.mcp._advert import check_server
 from hatp.mcp._rpc import request
 from hatp.mcp._wire import METHODS
 from hatp.model import Plan, TxnState
@@ -110,10 +110,5 @@ async def mcp_coordinator(
         PeerIncompatible: the server does not advertise itself as that
             coordinator, with keys ``keyring`` trusts under its id.
     """
-    check_advert(
-        client.server_capabilities.extensions,
-        role="coordinator",
-        server_id=coordinator_id,
-        keyring=keyring,
-    )
+    check_server(client, role="coordinator", server_id=coordinator_id, keyring=keyring)
     return McpCoordinator(coordinator_id, client, timeout)

@@ -16,7 +16,6 @@ SDK's automatic retries last.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping
 from datetime import datetime
 from decimal import Decimal
@@ -31,8 +30,8 @@ from hatp.clock import Clock, SystemClock, format_time
 from hatp.coordinator import ApprovalRequest
 from hatp.directory import Candidate, Exclusion, ExclusionRule, Resolution, verify_card
 from hatp.errors import PeerIncompatible, PeerUnavailable
-from hatp.evidence import Keyring
-from hatp.mcp._advert import HatpAdvert, check_advert
+from hatp.evidence import Keyring, parse_json
+from hatp.mcp._advert import HatpAdvert, check_server
 from hatp.mcp._rpc import request
 from hatp.mcp._wire import (
     CALL_APPROVAL_TOOL,
@@ -58,7 +57,7 @@ class McpGateway:
 
     Build it with :func:`mcp_gateway`. ``timeout`` bounds each request's wait
     for an answer (a long poll: plus the wait asked for); no answer raises
-    ``PARTICIPANT_UNAVAILABLE``, which the coordinator counts as not approved.
+    ``PEER_UNAVAILABLE``, which the coordinator counts as not approved.
     """
 
     def __init__(
@@ -158,9 +157,7 @@ async def mcp_gateway(
         PeerIncompatible: the advert does not fit (``NO_EXTENSION``, ``SETTINGS``,
             ``VERSION``, ``ROLE``, ``IDENTITY``, ``KEY_UNTRUSTED``).
     """
-    advert = check_advert(
-        _extensions(client), role="gateway", server_id=gateway_id, keyring=keyring
-    )
+    advert = check_server(client, role="gateway", server_id=gateway_id, keyring=keyring)
     return McpGateway(gateway_id, client, advert, timeout=timeout)
 
 
@@ -193,7 +190,7 @@ class McpDirectory:
             read = await self._client.read_resource(str(resource.uri))
             for content in read.contents:
                 if isinstance(content, types.TextResourceContents):
-                    cards.append(verify_card(json.loads(content.text), self._keyring))
+                    cards.append(verify_card(parse_json(content.text), self._keyring))
         self._cards = cards
         return list(cards)
 
@@ -229,9 +226,33 @@ class McpDirectory:
             "passkeyRequired": passkey_required,
         }
         answer = await request(self._client, METHODS["directory/resolve"], params, server=self._id)
+        try:
+            resolution = self._resolution(answer)
+        except (KeyError, TypeError, ValueError, ZeroDivisionError) as exc:
+            raise PeerIncompatible(
+                f"{self._id} answered {METHODS['directory/resolve']} with something that is "
+                f"not a resolution ({type(exc).__name__}: {exc})",
+                reason="METHOD",
+                server=self._id,
+                method=METHODS["directory/resolve"],
+            ) from None
+        for candidate in resolution.candidates:
+            if candidate.card.id != candidate.id:
+                raise PeerIncompatible(
+                    f"{self._id} named candidate {candidate.id} with the card of "
+                    f"{candidate.card.id}",
+                    reason="METHOD",
+                    server=self._id,
+                    method=METHODS["directory/resolve"],
+                )
+        return resolution
+
+    def _resolution(self, answer: Mapping[str, Any]) -> Resolution:
+        # Cards are verified against the caller's keyring (CardInvalid when not);
+        # anything else out of shape raises KeyError, TypeError or ValueError.
         candidates = tuple(
             Candidate(
-                id=c["id"],
+                id=str(c["id"]),
                 card=verify_card(c["card"], self._keyring),
                 status=Status(c["status"]),
                 load=Fraction(c["load"]),
@@ -239,16 +260,8 @@ class McpDirectory:
             )
             for c in answer["candidates"]
         )
-        for candidate in candidates:
-            if candidate.card.id != candidate.id:
-                raise PeerIncompatible(
-                    f"{self._id} named candidate {candidate.id} with the card of "
-                    f"{candidate.card.id}",
-                    reason="SETTINGS",
-                    server=self._id,
-                )
         excluded = tuple(
-            Exclusion(id=e["id"], rule=ExclusionRule(e["rule"]), detail=e["detail"])
+            Exclusion(id=str(e["id"]), rule=ExclusionRule(e["rule"]), detail=str(e["detail"]))
             for e in answer["excluded"]
         )
         return Resolution(parse_address(answer["address"]), candidates, excluded)
@@ -263,7 +276,7 @@ async def mcp_directory(server_id: str, client: Client, keyring: Keyring) -> Mcp
     Raises:
         PeerIncompatible: the advert does not fit (role ``directory``).
     """
-    check_advert(_extensions(client), role="directory", server_id=server_id, keyring=keyring)
+    check_server(client, role="directory", server_id=server_id, keyring=keyring)
     return McpDirectory(server_id, client, keyring)
 
 
@@ -276,14 +289,6 @@ def _ask_params(request: ApprovalRequest) -> dict[str, Any]:
         "decideBy": format_time(request.decide_by),
         "terms": request.terms,
     }
-
-
-def _extensions(client: Client) -> Mapping[str, Any] | None:
-    try:
-        capabilities = client.server_capabilities
-    except (MCPError, RuntimeError):  # not entered: no capabilities to read
-        return None
-    return None if capabilities is None else capabilities.extensions
 
 
 async def await_call_approval(

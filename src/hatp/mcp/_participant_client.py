@@ -19,7 +19,7 @@ from pydantic import ValidationError
 
 from hatp.errors import HatpError, ParticipantUnavailable
 from hatp.evidence import Keyring
-from hatp.mcp._advert import HatpAdvert, check_advert
+from hatp.mcp._advert import HatpAdvert, check_server
 from hatp.mcp._rpc import request
 from hatp.mcp._wire import METHODS
 from hatp.model import BranchStatus, Plan, Preconditions
@@ -49,12 +49,7 @@ async def mcp_participant(
             (``data.reason``: ``NO_EXTENSION``, ``SETTINGS``, ``VERSION``, ``ROLE``,
             ``IDENTITY``, ``KEY_UNTRUSTED``).
     """
-    advert = check_advert(
-        client.server_capabilities.extensions,
-        role="participant",
-        server_id=participant_id,
-        keyring=keyring,
-    )
+    advert = check_server(client, role="participant", server_id=participant_id, keyring=keyring)
     return McpParticipant(participant_id, client, advert, timeout=timeout)
 
 
