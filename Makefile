@@ -42,6 +42,7 @@ bench: $(VENV)/.dev
 	$(BIN)/python benchmarks/coordinator.py
 	$(BIN)/python benchmarks/gate.py
 	$(BIN)/python benchmarks/mcp.py
+	$(BIN)/python benchmarks/writes.py
 
 ## make schemas: regenerate schemas/ from the pydantic types
 schemas: $(VENV)/.dev

@@ -51,3 +51,13 @@ def test_mcp_benchmark_quick_run_prints_the_overhead_per_branch() -> None:
     out = quick_run("mcp.py")
     for text in ("in process: txn", "MCP (stdio): txn", "transport overhead per branch", "ratio"):
         assert text in out, text
+
+
+def test_writes_benchmark_quick_run_prints_the_ratio_to_the_bare_write() -> None:
+    """SQLite always; PostgreSQL measured or reported skipped with the reason."""
+    out = quick_run("writes.py")
+    lines = out.splitlines()
+    assert any(line.startswith("sqlite ") and "ratio" in line for line in lines), out
+    assert any(line.startswith("postgresql ") for line in lines), out
+    for text in ("bare write", "<=1.5x", "where the time goes", "txn 1:", "outside any"):
+        assert text in out, text

@@ -26,7 +26,14 @@ def test_every_spec_requirement_is_named_by_a_test() -> None:
 
 
 def test_every_rule_the_code_reports_is_in_the_spec() -> None:
-    from hatp.errors import APPROVAL_REASONS, PEER_REASONS, PLAN_REASONS, SIGNATURE_REASON_RULES
+    from hatp.errors import (
+        APPROVAL_REASONS,
+        APPROVER_REASONS,
+        PEER_REASONS,
+        PLAN_REASONS,
+        SIGNATURE_REASON_RULES,
+        WRITE_PLAN_REASONS,
+    )
     from hatp.evidence import CHAIN_RULES, ROUTING_RULES, TXN_RULES
 
     ids = set(ID.findall(SPEC))
@@ -42,10 +49,11 @@ def test_every_rule_the_code_reports_is_in_the_spec() -> None:
         assert f"`{reason}`" in SPEC, reason
         rule = re.search(r"\((GATE-[A-Z-]+)\)", text)
         assert rule is not None and rule.group(1) in ids, reason
-    for reason, text in PEER_REASONS.items():
-        assert f"`{reason}`" in SPEC, reason
-        rule = re.search(r"\((MCP-[A-Z-]+)\)", text)
-        assert rule is not None and rule.group(1) in ids, reason
+    for reasons in (PEER_REASONS, WRITE_PLAN_REASONS, APPROVER_REASONS):
+        for reason, text in reasons.items():
+            assert f"`{reason}`" in SPEC or f" {reason}" in SPEC, reason
+            rule = re.search(r"\(((?:MCP|WRITE)-[A-Z-]+)\)", text)
+            assert rule is not None and rule.group(1) in ids, reason
 
 
 def test_readme_python_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

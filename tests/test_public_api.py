@@ -15,6 +15,7 @@ import hatp.mcp
 import hatp.model
 import hatp.participant
 import hatp.store
+import hatp.writes
 from hatp.errors import (
     SIGNATURE_REASON_RULES,
     HatpError,
@@ -35,6 +36,7 @@ PACKAGES = [
     hatp.model,
     hatp.participant,
     hatp.store,
+    hatp.writes,
 ]
 
 

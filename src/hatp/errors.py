@@ -42,7 +42,16 @@ MCP JSON-RPC error.
     ├── CallInvalid            CALL_INVALID        (data.reason: a key of CALL_REASONS)
     ├── GateInvalid            GATE_INVALID
     ├── PeerIncompatible       PEER_INCOMPATIBLE   (data.reason: a key of PEER_REASONS)
-    └── PeerUnavailable        PEER_UNAVAILABLE    (no answer from an MCP server)
+    ├── PeerUnavailable        PEER_UNAVAILABLE    (no answer from an MCP server)
+    ├── WritePlanInvalid       WRITE_PLAN_INVALID  (data.reason: a key of WRITE_PLAN_REASONS)
+    ├── WriteDenied            WRITE_DENIED
+    ├── WritePlanUnknown       WRITE_PLAN_UNKNOWN
+    ├── NotApproved            NOT_APPROVED
+    ├── ApproverRefused        APPROVER_REFUSED    (data.reason: a key of APPROVER_REASONS)
+    ├── DriftDetected          DRIFT_DETECTED
+    ├── VerificationFailed     VERIFICATION_FAILED
+    ├── ConcurrentExecution    CONCURRENT_EXECUTION
+    └── RecoveryRequired       RECOVERY_REQUIRED
 """
 
 from __future__ import annotations
@@ -651,3 +660,122 @@ class PeerUnavailable(HatpError):
 
 
 __all__ += ["PEER_REASONS", "PeerIncompatible", "PeerUnavailable"]
+
+
+# --- Approval-bound transactional writes (docs/spec.md §22) ---
+
+
+class WritePlanInvalid(HatpError):
+    """A write plan cannot be taken as it is; nothing was stored or written.
+
+    ``data.reason`` is a key of :data:`WRITE_PLAN_REASONS`; ``data.where`` a
+    JSON Pointer into the plan when there is one.
+    """
+
+    code = "WRITE_PLAN_INVALID"
+
+    @property
+    def reason(self) -> str:
+        """The stable reason code, e.g. ``UNKNOWN_TYPE``."""
+        return str(self.data.get("reason"))
+
+
+#: Every ``WRITE_PLAN_INVALID`` reason (docs/spec.md §22).
+WRITE_PLAN_REASONS: dict[str, str] = {
+    "SHAPE": "a write plan has the WritePlan form (WRITE-SHAPE)",
+    "UNKNOWN_TYPE": "every correction is of a type on the allowlist (WRITE-ALLOWLIST)",
+    "PARAMS": "every correction's params fit its type (WRITE-PARAMS)",
+    "RECORD": "every record a correction touches is in a record set on the allowlist "
+    "(WRITE-ALLOWLIST)",
+    "SNAPSHOT": "the snapshot holds exactly the records the corrections touch, every "
+    "column the set declares (WRITE-SNAPSHOT)",
+    "POSTCONDITION": "the postcondition is the state the corrections make of the snapshot "
+    "(WRITE-POSTCONDITION)",
+    "VERSION": "a plan's versions count up from 1 and an approved version is never changed "
+    "(WRITE-VERSION)",
+}
+
+
+class WriteDenied(HatpError):
+    """The write policy denies this plan (``data.reasons``: the rules that decided)."""
+
+    code = "WRITE_DENIED"
+
+
+class WritePlanUnknown(HatpError):
+    """No write plan with this id and version (``data.plan_id``, ``data.version``)."""
+
+    code = "WRITE_PLAN_UNKNOWN"
+
+
+class NotApproved(HatpError):
+    """The plan version needs an approval it does not have; nothing was written."""
+
+    code = "NOT_APPROVED"
+
+
+class ApproverRefused(HatpError):
+    """An approval was refused (``data.reason``: a key of :data:`APPROVER_REASONS`)."""
+
+    code = "APPROVER_REFUSED"
+
+    @property
+    def reason(self) -> str:
+        """The stable reason code, e.g. ``SELF_APPROVAL``."""
+        return str(self.data.get("reason"))
+
+
+#: Every ``APPROVER_REFUSED`` reason (docs/spec.md §22).
+APPROVER_REASONS: dict[str, str] = {
+    "NOT_HUMAN": "the approver is a human principal, as authentication says (WRITE-HUMAN)",
+    "SELF_APPROVAL": "the approver is not the agent that proposed the plan, nor whom it "
+    "acts for (WRITE-SOD)",
+    "SIGNATURE": "a gateway's approval verifies under a key of a gateway trusted here "
+    "(WRITE-SIGNED)",
+    "OTHER_PLAN": "a gateway's approval approves this plan version's digest (WRITE-BOUND)",
+    "REJECTED": "a gateway's approval approves: a signed rejection is never an approval "
+    "(WRITE-SIGNED)",
+}
+
+
+class DriftDetected(HatpError):
+    """A target no longer matches the approved snapshot; the transaction rolled back,
+    nothing was written (``data.records``: each drifted record, approved vs live)."""
+
+    code = "DRIFT_DETECTED"
+
+
+class VerificationFailed(HatpError):
+    """After the corrections the postcondition did not hold; the transaction rolled back,
+    nothing was written (``data.records``: expected vs found)."""
+
+    code = "VERIFICATION_FAILED"
+
+
+class ConcurrentExecution(HatpError):
+    """Another worker holds this execution key under a live lease (``data.lease_until``);
+    nothing was written: ask again after the lease, or for the result."""
+
+    code = "CONCURRENT_EXECUTION"
+
+
+class RecoveryRequired(HatpError):
+    """A worker died holding the execution key and the live state is neither the approved
+    snapshot nor its postcondition: a person must decide; nothing was written."""
+
+    code = "RECOVERY_REQUIRED"
+
+
+__all__ += [
+    "APPROVER_REASONS",
+    "WRITE_PLAN_REASONS",
+    "ApproverRefused",
+    "ConcurrentExecution",
+    "DriftDetected",
+    "NotApproved",
+    "RecoveryRequired",
+    "VerificationFailed",
+    "WriteDenied",
+    "WritePlanInvalid",
+    "WritePlanUnknown",
+]

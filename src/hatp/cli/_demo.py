@@ -60,6 +60,14 @@ def demo(
             "then kill one after it votes yes.",
         ),
     ] = False,
+    writes: Annotated[
+        bool,
+        typer.Option(
+            "--writes",
+            help="Show an approval-bound inventory correction on a SQLite ledger instead of "
+            "the trip: approve, execute, a double-click replay, a drift refusal.",
+        ),
+    ] = False,
 ) -> None:
     """Book a business trip as one transaction and show every step.
 
@@ -71,6 +79,10 @@ def demo(
             typer.echo(f"{name:<10} {item.summary}")
         typer.echo(f"{'--gated':<10} one tool call gated by an approval of exactly that call")
         typer.echo(f"{'--mcp':<10} the trip over MCP, four server processes; one killed and back")
+        typer.echo(f"{'--writes':<10} an inventory correction: approved, run once, drift refused")
+        return
+    if writes:
+        _writes(out or Path(tempfile.mkdtemp(prefix="hatp-demo-")))
         return
     if mcp:
         _mcp(out or Path(tempfile.mkdtemp(prefix="hatp-demo-")), auto)
@@ -181,6 +193,44 @@ def _gated(folder: Path, auto: bool) -> None:
     typer.echo(str(folder))
     approved = run.approval is not None and run.approval.decision == "approve"
     if approved and not run.as_expected:
+        raise typer.Exit(1)
+
+
+def _writes(folder: Path) -> None:
+    err.rule("hatp demo --writes: an inventory correction, approved for exactly this change")
+    from hatp.demo.writes import LEDGER, run_writes, signed_in
+
+    err.print(
+        f"  ledger: {folder / LEDGER} (SQLite: the inventory table and hatp's bookkeeping); "
+        f"signed in: {signed_in().id}",
+        soft_wrap=True,
+    )
+    run = run_writes(folder)
+    for number, step in enumerate(run.steps, start=1):
+        mark = "[green]✓[/]" if step.ok else f"[red]✗ expected {step.expected}[/]"
+        err.print(f"{number}. {step.title}", soft_wrap=True)
+        for line in step.shown:
+            err.print(f"     {line}", soft_wrap=True, markup=False, highlight=False)
+        err.print(f"   {mark} {step.outcome}: {step.said}", soft_wrap=True)
+    err.rule("The journal (committed with each write)")
+    for entry in run.journal:
+        err.print(
+            f"  #{entry.seq} {entry.plan_id} v{entry.version} {format_time(entry.at)[:19]} "
+            f"by {', '.join(entry.approvers) or entry.source} ({entry.source}), "
+            f"key {entry.key[:19]}…",
+            soft_wrap=True,
+        )
+    if not run.journal:
+        err.print("  (nothing)")
+    err.rule("The inventory table")
+    for sku, (on_hand, unit, version) in run.table.items():
+        err.print(f"  {sku}  {on_hand:>4} {unit:<5} version {version}")
+    err.rule("Do the table and the journal agree?")
+    for what, held in run.checks:
+        err.print(f"  {'[green]✓[/]' if held else '[red]✗[/]'} {what}", soft_wrap=True)
+    err.print(f"wrote {folder / LEDGER}, journal.json, steps.json and each plan", soft_wrap=True)
+    typer.echo(str(folder))
+    if not run.as_expected:
         raise typer.Exit(1)
 
 
