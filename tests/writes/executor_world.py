@@ -17,7 +17,7 @@ from hatp.evidence import Keyring, SigningKey, sign
 from hatp.store import Store
 from hatp.version import PROTOCOL_VERSION
 from hatp.writes import Policy, Principal, Proposal, TypeRule, Verdict, Writes
-from hatp.writes._book import write_journal, write_key
+from hatp.writes._tables import write_journal, write_key
 from writes.inventory import AGENT, OWNER, make_plan, registry
 
 #: The person who approves, as the caller's authentication layer names them.

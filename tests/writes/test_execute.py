@@ -29,7 +29,7 @@ from hatp.writes import (
     Writes,
     derive_key,
 )
-from hatp.writes._book import write_journal, write_key, write_plan
+from hatp.writes._tables import write_journal, write_key, write_plan
 from writes.executor_world import (
     ADJUST,
     APPROVER,

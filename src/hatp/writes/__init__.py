@@ -16,7 +16,6 @@ is classified from the live records. :class:`WriteOperation` makes a write
 a compensate-tier branch of a hatp transaction.
 """
 
-from hatp.writes._book import ApprovalRow, JournalEntry, KeyRow, KeyState, PlanRow, PlanStatus
 from hatp.writes._corrections import Correction, Registry
 from hatp.writes._executor import (
     DryRun,
@@ -43,6 +42,7 @@ from hatp.writes._plan import (
 )
 from hatp.writes._policy import Policy, PolicyDecision, TypeRule, Verdict
 from hatp.writes._records import RecordName, RecordSet, read_records
+from hatp.writes._tables import ApprovalRow, JournalEntry, KeyRow, KeyState, PlanRow, PlanStatus
 from hatp.writes._undo import undo_plan
 
 __all__ = [

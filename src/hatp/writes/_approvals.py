@@ -25,9 +25,9 @@ from hatp.errors import ApproverRefused, HatpError, NotApproved, WriteDenied
 from hatp.evidence import Keyring, verify
 from hatp.model import Approval, ApprovalDecision
 from hatp.writes import _book
-from hatp.writes._book import ApprovalRow, PlanRow, PlanStatus
 from hatp.writes._plan import CheckedPlan
 from hatp.writes._policy import Policy, PolicyDecision, Verdict
+from hatp.writes._tables import ApprovalRow, PlanRow, PlanStatus
 
 __all__ = ["Principal"]
 

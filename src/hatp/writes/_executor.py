@@ -94,7 +94,7 @@ from hatp.errors import (
 )
 from hatp.evidence import Keyring, digest
 from hatp.store import Store
-from hatp.writes import _book
+from hatp.writes import _book, _tables
 from hatp.writes._approvals import (
     Authority,
     Principal,
@@ -106,13 +106,13 @@ from hatp.writes._approvals import (
     store_approval_txn,
     verified_approval,
 )
-from hatp.writes._book import ApprovalRow, JournalEntry, KeyRow, KeyState, PlanRow
 from hatp.writes._corrections import Registry
 from hatp.writes._plan import Change, CheckedPlan, check_next_version, check_plan, diff
 from hatp.writes._policy import Policy, PolicyDecision, Verdict
 from hatp.writes._records import RecordName, read_records
 from hatp.writes._recovery import differences, record_names
 from hatp.writes._steps import Claim, ExecutionStatus, Job, Steps, WriteOutcome
+from hatp.writes._tables import ApprovalRow, JournalEntry, KeyRow, KeyState, PlanRow
 from hatp.writes._undo import undo_plan
 
 __all__ = [
@@ -232,7 +232,7 @@ class Writes:
         #: serialization failure from it to show the retry; None in production.
         self._on_attempt: Callable[[sa.Connection, int], None] | None = None
         with store.transaction() as conn:
-            _book.create_tables_txn(conn)
+            _tables.create_tables_txn(conn)
 
     # --- propose and approve ------------------------------------------------
 

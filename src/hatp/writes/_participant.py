@@ -34,9 +34,9 @@ from hatp.errors import (
 from hatp.evidence import digest
 from hatp.model import Preconditions, Tier
 from hatp.participant import Committed, Operation, Prepared, Refuse, Work
-from hatp.writes._book import KeyState
 from hatp.writes._executor import DryRun, ExecutionStatus, Writes
 from hatp.writes._steps import WriteOutcome
+from hatp.writes._tables import KeyState
 
 __all__ = ["WriteOperation"]
 

@@ -27,7 +27,6 @@ from hatp.errors import ConcurrentExecution, DriftDetected, VerificationFailed
 from hatp.store._schema import lease_end
 from hatp.writes import _book
 from hatp.writes._approvals import Authority
-from hatp.writes._book import KeyRow, KeyState, PlanStatus
 from hatp.writes._plan import CheckedPlan
 from hatp.writes._records import RecordSet, read_records, same_state
 from hatp.writes._recovery import (
@@ -38,6 +37,7 @@ from hatp.writes._recovery import (
     record_names,
     recovery_required,
 )
+from hatp.writes._tables import KeyRow, KeyState, PlanStatus
 
 __all__ = ["ExecutionStatus", "WriteOutcome"]
 
