@@ -29,6 +29,7 @@ def test_every_rule_the_code_reports_is_in_the_spec() -> None:
     from hatp.errors import (
         APPROVAL_REASONS,
         APPROVER_REASONS,
+        LEASE_REASONS,
         PEER_REASONS,
         PLAN_REASONS,
         SIGNATURE_REASON_RULES,
@@ -49,10 +50,10 @@ def test_every_rule_the_code_reports_is_in_the_spec() -> None:
         assert f"`{reason}`" in SPEC, reason
         rule = re.search(r"\((GATE-[A-Z-]+)\)", text)
         assert rule is not None and rule.group(1) in ids, reason
-    for reasons in (PEER_REASONS, WRITE_PLAN_REASONS, APPROVER_REASONS):
+    for reasons in (PEER_REASONS, WRITE_PLAN_REASONS, APPROVER_REASONS, LEASE_REASONS):
         for reason, text in reasons.items():
             assert f"`{reason}`" in SPEC or f" {reason}" in SPEC, reason
-            rule = re.search(r"\(((?:MCP|WRITE)-[A-Z-]+)\)", text)
+            rule = re.search(r"\(((?:MCP|WRITE|LEASE)-[A-Z-]+)\)", text)
             assert rule is not None and rule.group(1) in ids, reason
 
 

@@ -84,6 +84,7 @@ def test_every_switchable_check_in_the_code_has_a_planted_violation() -> None:
     from gateway.test_planted_txns import CASES as PLANTED_TXNS
     from gateway.test_switch_off import CASES as GATEWAY_CASES
     from gateway.test_tighten import CASES as GATEWAY_TIGHTEN_CASES
+    from lease.test_switch_off import CASES as LEASE_CASES
     from participant.test_switch_off import CASES as PARTICIPANT_CASES
     from writes.executor_world import SWITCH_OFF_TESTS as WRITE_SWITCH_OFF_TESTS
     from writes.test_plan import PLANTED as WRITE_PLAN_CASES
@@ -101,6 +102,7 @@ def test_every_switchable_check_in_the_code_has_a_planted_violation() -> None:
         | {case.check for case in _mcp_advert_cases().values()}
         | {rule for rule, _ in WRITE_PLAN_CASES.values()}
         | set(WRITE_SWITCH_OFF_TESTS)
+        | {rule for rule, _ in LEASE_CASES.values()}
     )
     assert switches <= planted, f"checks with no planted violation: {switches - planted}"
 

@@ -11,6 +11,7 @@ import hatp.directory
 import hatp.errors
 import hatp.evidence
 import hatp.gateway
+import hatp.lease
 import hatp.mcp
 import hatp.model
 import hatp.participant
@@ -32,6 +33,7 @@ PACKAGES = [
     hatp.errors,
     hatp.evidence,
     hatp.gateway,
+    hatp.lease,
     hatp.mcp,
     hatp.model,
     hatp.participant,

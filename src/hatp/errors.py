@@ -51,7 +51,8 @@ MCP JSON-RPC error.
     ├── DriftDetected          DRIFT_DETECTED
     ├── VerificationFailed     VERIFICATION_FAILED
     ├── ConcurrentExecution    CONCURRENT_EXECUTION
-    └── RecoveryRequired       RECOVERY_REQUIRED
+    ├── RecoveryRequired       RECOVERY_REQUIRED
+    └── LeaseRefused           LEASE_REFUSED       (data.reason: a key of LEASE_REASONS)
 """
 
 from __future__ import annotations
@@ -779,3 +780,45 @@ __all__ += [
     "WritePlanInvalid",
     "WritePlanUnknown",
 ]
+
+
+# --- Compensation leases, PTCL (docs/spec.md §23) ---
+
+
+class LeaseRefused(HatpError):
+    """A compensation lease was refused; the mutation did not run.
+
+    ``data.reason`` is a key of :data:`LEASE_REASONS`, ``data.rule`` the rule it
+    enforces, and ``data.receipt`` the verifier's signed rejection receipt
+    (auditable on its own). A stale fence epoch or pre-image is reason
+    ``MONOTONIC_CAS_FENCING``, which HTTP carries as 409 ``ERR_STALE_FENCE_EPOCH``.
+    """
+
+    code = "LEASE_REFUSED"
+
+    @property
+    def reason(self) -> str:
+        """The stable reason code, e.g. ``RECOVERY_WINDOW_INEQUALITY``."""
+        return str(self.data.get("reason"))
+
+
+#: Every ``LEASE_REFUSED`` reason and the rule it enforces (docs/spec.md §23).
+LEASE_REASONS: dict[str, str] = {
+    "SHAPE": "a lease has the CompensationLease form (LEASE-SHAPE)",
+    "SIGNATURE": "it is signed, by a key of the system of record it names, trusted here "
+    "(LEASE-SIGNED)",
+    "DIGEST_MISMATCH": "its digests bind what it says: the inverse payload, the plan "
+    "(LEASE-DIGEST)",
+    "CLOCK_SKEW": "it was issued no more than 60 s ahead of the verifier's clock "
+    "(LEASE-SKEW)",
+    "RECOVERY_WINDOW_INEQUALITY": "t_req_ms <= t_granted_ms, and the lease has not expired "
+    "(LEASE-WINDOW)",
+    "MONOTONIC_CAS_FENCING": "the resource's epoch is below cas_fence_epoch and its state "
+    "digest is pre_image_state_hash (LEASE-FENCE)",
+    "FOUR_MODE_RESERVATION_MANDATE": "exactly one of the four recovery modes, with its "
+    "inverse payload staged (LEASE-MODE)",
+    "BINDING": "it is for this resource, and this transaction and plan when used in one "
+    "(LEASE-BINDING)",
+}
+
+__all__ += ["LEASE_REASONS", "LeaseRefused"]

@@ -1,0 +1,36 @@
+"""Compensation leases, PTCL (docs/spec.md §23): signed recovery reservations.
+
+Before an agent mutates a system of record, the system grants a lease
+(:func:`grant`): a signed promise that the change can be undone within a
+window, fenced by an epoch and bound to the digest of the pre-image, with the
+inverse payload of one of four recovery modes staged. :func:`verify_lease`
+checks one fail closed; every refusal is ``LEASE_REFUSED`` carrying a signed
+rejection receipt that :func:`verify_rejection` checks offline.
+"""
+
+from hatp.lease._issue import grant
+from hatp.lease._model import (
+    LEASE_ID_PATTERN,
+    LEASE_MEDIA_TYPE,
+    CompensationLease,
+    LeaseBinding,
+    LeaseRejection,
+    RecoveryMode,
+)
+from hatp.lease._receipts import verify_rejection
+from hatp.lease._verify import MAX_CLOCK_SKEW, CheckedLease, inverse_problem, verify_lease
+
+__all__ = [
+    "LEASE_ID_PATTERN",
+    "LEASE_MEDIA_TYPE",
+    "MAX_CLOCK_SKEW",
+    "CheckedLease",
+    "CompensationLease",
+    "LeaseBinding",
+    "LeaseRejection",
+    "RecoveryMode",
+    "grant",
+    "inverse_problem",
+    "verify_lease",
+    "verify_rejection",
+]
