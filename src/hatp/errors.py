@@ -809,8 +809,7 @@ LEASE_REASONS: dict[str, str] = {
     "(LEASE-SIGNED)",
     "DIGEST_MISMATCH": "its digests bind what it says: the inverse payload, the plan "
     "(LEASE-DIGEST)",
-    "CLOCK_SKEW": "it was issued no more than 60 s ahead of the verifier's clock "
-    "(LEASE-SKEW)",
+    "CLOCK_SKEW": "it was issued no more than 60 s ahead of the verifier's clock (LEASE-SKEW)",
     "RECOVERY_WINDOW_INEQUALITY": "t_req_ms <= t_granted_ms, and the lease has not expired "
     "(LEASE-WINDOW)",
     "MONOTONIC_CAS_FENCING": "the resource's epoch is below cas_fence_epoch and its state "
