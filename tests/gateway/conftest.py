@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+
+from gateway.people import World, finance_directory
 
 
 @pytest.fixture
@@ -13,3 +15,11 @@ def sqlite_url(tmp_path: Path) -> Callable[[], str]:
     """A fresh SQLite database URL each call: one store per run of a planted case."""
     count = iter(range(100))
     return lambda: f"sqlite:///{tmp_path / f'gw{next(count)}.db'}"
+
+
+@pytest.fixture
+def world(store_url: str) -> Iterator[World]:
+    """acme's finance people on the parametrized store, closed after the test."""
+    made = World(store_url, finance_directory())
+    yield made
+    made.close()

@@ -15,7 +15,6 @@ from gateway.people import (
     START,
     World,
     check_card,
-    finance_directory,
     human,
     keyring,
     people_directory,
@@ -29,13 +28,6 @@ from gateway.routes import GATEWAY_ID
 from hatp.errors import ResponseRefused
 from hatp.evidence import verify, verify_routing
 from hatp.model import Approval, PendingVote, Result, RoutingRecord
-
-
-@pytest.fixture
-def world(store_url: str) -> Iterator[World]:
-    made = World(store_url, finance_directory())
-    yield made
-    made.close()
 
 
 def humans(approval: dict[str, Any]) -> dict[str, tuple[str, str | None]]:

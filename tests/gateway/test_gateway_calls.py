@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import io
 import re
-from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
@@ -22,7 +21,6 @@ from gateway.people import (
     START,
     World,
     check_card,
-    finance_directory,
     human,
     keyring,
     people_directory,
@@ -89,13 +87,6 @@ def call_request(**members: Any) -> dict[str, Any]:
 
 def with_arguments(arguments: dict[str, Any], **members: Any) -> dict[str, Any]:
     return call_request(call={"server": PAYMENTS, "tool": TOOL, "arguments": arguments}, **members)
-
-
-@pytest.fixture
-def world(store_url: str) -> Iterator[World]:
-    made = World(store_url, finance_directory())
-    yield made
-    made.close()
 
 
 def with_people(store_url: str, *names: str, limit: str = "10000") -> World:

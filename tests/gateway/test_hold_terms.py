@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
@@ -13,7 +12,6 @@ from gateway.people import (
     START,
     TERMS_APPROVE_BY,
     World,
-    finance_directory,
     hold_terms,
     human,
     keyring,
@@ -32,13 +30,6 @@ from hatp.gateway._people import TERMS_VOTE_PAYLOAD_MEMBERS, VOTE_PAYLOAD_MEMBER
 from hatp.gateway._view import TERMS_LABEL
 from hatp.model import Approval, HumanVote, Result
 from hatp.store import AskKind
-
-
-@pytest.fixture
-def world(store_url: str) -> Iterator[World]:
-    made = World(store_url, finance_directory())
-    yield made
-    made.close()
 
 
 def terms_digest_of(req: Any) -> str:

@@ -335,9 +335,7 @@ class Phase1:
                     plan_digest=run.digest,
                 )
                 if problem is not None or pending is None:
-                    run.note(self._key, TxnEvent.APPROVAL, groupId=name, approval=None,
-                             problem=problem)  # fmt: skip
-                    return f"approval {name}: {problem}"
+                    return self._no_approval(run, name, problem)
                 if run.asks.get(name) != pending.ask_id:
                     run.asks[name] = pending.ask_id
                     run.note(self._key, TxnEvent.PENDING, groupId=name, pending=answer)
@@ -346,12 +344,14 @@ class Phase1:
                             await self._gateway.tighten(pending.ask_id, run.approve_by)
                 answer = await self._gateway.poll(pending.ask_id, wait_seconds=self._poll)
         except Exception as exc:  # a gateway that cannot answer has not approved
-            failure = describe(exc, None)
-            run.note(self._key, TxnEvent.APPROVAL, groupId=name, approval=None,
-                     problem=failure)  # fmt: skip
-            return f"approval {name}: {failure}"
+            return self._no_approval(run, name, describe(exc, None))
         problem = self._count_approval(run, group, answer, run.approve_by)
         return None if problem is None else f"approval {name}: {problem}"
+
+    def _no_approval(self, run: TxnRun, name: str, problem: str | None) -> str:
+        """Record that group ``name`` gave no approval that counts, and why."""
+        run.note(self._key, TxnEvent.APPROVAL, groupId=name, approval=None, problem=problem)
+        return f"approval {name}: {problem}"
 
     def _count_approval(
         self, run: TxnRun, group: ApprovalGroup, answer: dict[str, Any], decide_by: datetime

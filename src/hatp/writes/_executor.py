@@ -427,11 +427,7 @@ class Writes:
         caller runs again. Returns and raises as :meth:`execute`; after a
         refusal the caller must roll back (nothing of it is then kept).
         """
-        job = self._job_txn(conn, plan_id, version, origin)
-        claim = self._steps.reserve_txn(conn, job, worker)
-        if isinstance(claim, WriteOutcome):
-            return claim
-        return self._steps.apply_txn(conn, job, claim)
+        return self._all_in_txn(conn, self._job_txn(conn, plan_id, version, origin), worker)
 
     def undo(
         self, plan_id: str, version: int, worker: str, *, origin: str | None = None
@@ -475,11 +471,7 @@ class Writes:
             ConcurrentExecution: a standalone worker holds the undo key.
             StoreUnavailable: the database failed.
         """
-        job = self._undo_job_txn(conn, plan_id, version, origin)
-        claim = self._steps.reserve_txn(conn, job, worker)
-        if isinstance(claim, WriteOutcome):
-            return claim
-        return self._steps.apply_txn(conn, job, claim)
+        return self._all_in_txn(conn, self._undo_job_txn(conn, plan_id, version, origin), worker)
 
     def dry_run(self, plan_id: str, version: int) -> DryRun:
         """What executing the plan version now would meet (see :meth:`dry_run_txn`)."""
@@ -589,6 +581,13 @@ class Writes:
             undoes=row.digest,
             origin=origin,
         )
+
+    def _all_in_txn(self, conn: sa.Connection, job: Job, worker: str) -> WriteOutcome:
+        """Reserve, then apply, in the caller's one transaction (no retry, no release)."""
+        claim = self._steps.reserve_txn(conn, job, worker)
+        if isinstance(claim, WriteOutcome):
+            return claim
+        return self._steps.apply_txn(conn, job, claim)
 
     def _run(self, job: Job, claim: Claim) -> WriteOutcome:
         """Step 3, retried when the database aborts it so another transaction can go on."""

@@ -158,8 +158,7 @@ class Steps:
         if found is None:  # pragma: no cover - keys are never deleted
             raise ConcurrentExecution(f"execution key {key} vanished; execute again", key=key)
         if found.state is KeyState.COMPLETED and _checks.is_on("WRITE-ONCE"):
-            seq = _book.journal_seq_txn(conn, key)
-            return WriteOutcome(ExecutionStatus.ALREADY_EXECUTED, key, found.result or {}, seq)
+            return _replayed(conn, found)
         live = found.state is KeyState.RESERVED and (
             found.lease_until is not None and found.lease_until > now
         )
@@ -174,10 +173,7 @@ class Steps:
         dead = found.state is KeyState.RESERVED and not live
         if dead and _checks.is_on("WRITE-RECOVER"):
             return self._recover_txn(conn, job, found, worker, until, relax)
-        claim = Claim(self._take_txn(conn, found, worker, until), recovered=False)
-        if relax:
-            _book.relax_commit_txn(conn)
-        return claim
+        return self._claim_txn(conn, found, worker, until, relax, recovered=False)
 
     def _recover_txn(
         self, conn: sa.Connection, job: Job, found: KeyRow, worker: str, until: int, relax: bool
@@ -188,10 +184,7 @@ class Steps:
         found_state = classify(live, snapshot, post)
         if found_state is Recovery.NOT_APPLIED:
             # The dead worker's transaction never committed: run it.
-            claim = Claim(self._take_txn(conn, found, worker, until), recovered=True)
-            if relax:
-                _book.relax_commit_txn(conn)
-            return claim
+            return self._claim_txn(conn, found, worker, until, relax, recovered=True)
         if found_state is Recovery.APPLIED:
             # Applied, by whatever means, yet never journaled: record it, write nothing.
             fence = self._take_txn(conn, found, worker, until)
@@ -199,6 +192,22 @@ class Steps:
             seq = self.complete_txn(conn, job, fence, result)
             return WriteOutcome(ExecutionStatus.RECOVERED, job.key, result, seq)
         raise recovery_required(job.what, job.key, found.owner, live, snapshot)
+
+    def _claim_txn(
+        self,
+        conn: sa.Connection,
+        found: KeyRow,
+        worker: str,
+        until: int,
+        relax: bool,
+        *,
+        recovered: bool,
+    ) -> Claim:
+        """Take the key over for step 3; with ``relax`` its commit need not wait for the disk."""
+        claim = Claim(self._take_txn(conn, found, worker, until), recovered=recovered)
+        if relax:
+            _book.relax_commit_txn(conn)
+        return claim
 
     def _take_txn(self, conn: sa.Connection, found: KeyRow, worker: str, until: int) -> int:
         fence = _book.take_key_txn(conn, found.key, found.fence, worker, until, self._clock.now())
@@ -228,8 +237,7 @@ class Steps:
         if held is not None and held.state is KeyState.RESERVED and held.fence == claim.fence:
             return None
         if held is not None and held.state is KeyState.COMPLETED:
-            seq = _book.journal_seq_txn(conn, job.key)
-            return WriteOutcome(ExecutionStatus.ALREADY_EXECUTED, job.key, held.result or {}, seq)
+            return _replayed(conn, held)
         raise ConcurrentExecution(
             f"this worker's lease on key {job.key} ran out and another worker took the "
             "key over; nothing was written by this call",
@@ -319,3 +327,11 @@ class Steps:
         released = _book.finish_key_txn(conn, job.key, claim.fence, KeyState.FAILED, detail, now)
         if released and job.undoes is None:
             _book.set_plan_status_txn(conn, job.plan_id, job.version, PlanStatus.FAILED, code, now)
+
+
+def _replayed(conn: sa.Connection, completed: KeyRow) -> WriteOutcome:
+    """A completed key's stored outcome: ``already-executed``, nothing written [WRITE-ONCE]."""
+    seq = _book.journal_seq_txn(conn, completed.key)
+    return WriteOutcome(
+        ExecutionStatus.ALREADY_EXECUTED, completed.key, completed.result or {}, seq
+    )
