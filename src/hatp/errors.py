@@ -52,7 +52,13 @@ MCP JSON-RPC error.
     ├── VerificationFailed     VERIFICATION_FAILED
     ├── ConcurrentExecution    CONCURRENT_EXECUTION
     ├── RecoveryRequired       RECOVERY_REQUIRED
-    └── LeaseRefused           LEASE_REFUSED       (data.reason: a key of LEASE_REASONS)
+    ├── LeaseRefused           LEASE_REFUSED       (data.reason: a key of LEASE_REASONS)
+    ├── LeaseRequired          LEASE_REQUIRED
+    ├── MutationInvalid        MUTATION_INVALID
+    ├── ResourceUnknown        RESOURCE_UNKNOWN
+    ├── LeaseUnavailable       LEASE_UNAVAILABLE   (data.reason: a key of LEASE_UNAVAILABLE_REASONS)
+    ├── LeaseUnknown           LEASE_UNKNOWN
+    └── RecoveryRefused        RECOVERY_REFUSED    (data.reason: a key of RECOVERY_REASONS)
 """
 
 from __future__ import annotations
@@ -807,17 +813,95 @@ LEASE_REASONS: dict[str, str] = {
     "SHAPE": "a lease has the CompensationLease form (LEASE-SHAPE)",
     "SIGNATURE": "it is signed, by a key of the system of record it names, trusted here "
     "(LEASE-SIGNED)",
-    "DIGEST_MISMATCH": "its digests bind what it says: the inverse payload, the plan "
-    "(LEASE-DIGEST)",
+    "DIGEST_MISMATCH": "its digests bind what it says: the mutation, the inverse payload, "
+    "the plan (LEASE-DIGEST)",
     "CLOCK_SKEW": "it was issued no more than 60 s ahead of the verifier's clock (LEASE-SKEW)",
     "RECOVERY_WINDOW_INEQUALITY": "t_req_ms <= t_granted_ms, and the lease has not expired "
     "(LEASE-WINDOW)",
-    "MONOTONIC_CAS_FENCING": "the resource's epoch is below cas_fence_epoch and its state "
-    "digest is pre_image_state_hash (LEASE-FENCE)",
+    "MONOTONIC_CAS_FENCING": "the resource's epoch is below cas_fence_epoch, its state "
+    "digest is pre_image_state_hash, and the writer's fence token, if sent, is the fence "
+    "(LEASE-FENCE)",
     "FOUR_MODE_RESERVATION_MANDATE": "exactly one of the four recovery modes, with its "
     "inverse payload staged (LEASE-MODE)",
     "BINDING": "it is for this resource, and this transaction and plan when used in one "
     "(LEASE-BINDING)",
+    "NOT_GRANTED": "the system of record granted it and it is unspent: not applied, voided "
+    "or unknown there (LEASE-GRANTED)",
+    "SHADOW_DIVERGED": "under DRY_RUN_SHADOW the mutation leaves exactly the staged shadow "
+    "(LEASE-SHADOW)",
 }
 
 __all__ += ["LEASE_REASONS", "LeaseRefused"]
+
+
+class LeaseRequired(HatpError):
+    """A mutation of a guarded resource came without a compensation lease (HTTP 428,
+    header ``Agent-Compensation-Lease``; MCP ``_meta.compensationLease``); nothing ran:
+    ask the system of record for a lease, then send it with the mutation."""
+
+    code = "LEASE_REQUIRED"
+
+
+class MutationInvalid(HatpError):
+    """A mutation a system of record was asked to lease or apply cannot run: an action
+    it does not offer, or params the action refuses (``data.action``); nothing was written."""
+
+    code = "MUTATION_INVALID"
+
+
+class ResourceUnknown(HatpError):
+    """The system of record holds no resource of that id (``data.resource``)."""
+
+    code = "RESOURCE_UNKNOWN"
+
+
+#: Every ``LEASE_UNAVAILABLE`` reason: why a system of record would not grant a lease.
+LEASE_UNAVAILABLE_REASONS: dict[str, str] = {
+    "MODE_UNSUPPORTED": "the system of record cannot stage this recovery mode for this "
+    "mutation (an action without an inverse; no escrow desk for HUMAN_ESCROW)",
+    "NOT_INVERTIBLE": "the action's inverse, tried on the state the mutation would leave, "
+    "does not give back the pre-image",
+}
+
+
+class LeaseUnavailable(HatpError):
+    """A system of record would not grant the lease asked for (``data.reason``: a key of
+    :data:`LEASE_UNAVAILABLE_REASONS`); nothing was granted: ask for another mode."""
+
+    code = "LEASE_UNAVAILABLE"
+
+
+class LeaseUnknown(HatpError):
+    """This system of record never granted a lease of that id (``data.lease_id``)."""
+
+    code = "LEASE_UNKNOWN"
+
+
+#: Every ``RECOVERY_REFUSED`` reason: why a lease's recovery did not run.
+RECOVERY_REASONS: dict[str, str] = {
+    "MOVED": "the resource changed after the leased mutation (its epoch or state is not "
+    "what the mutation left): undoing it now would destroy that change; a person decides",
+    "MISMATCH": "the recovery would not give back the leased pre-image",
+    "WINDOW_CLOSED": "the lease's rollback window has ended; the system of record no "
+    "longer promises the undo",
+    "NOT_ESCROWED": "only a HUMAN_ESCROW lease whose recovery was escalated is restored by hand",
+}
+
+
+class RecoveryRefused(HatpError):
+    """A lease's recovery was refused (``data.reason``: a key of :data:`RECOVERY_REASONS`);
+    nothing was written."""
+
+    code = "RECOVERY_REFUSED"
+
+
+__all__ += [
+    "LEASE_UNAVAILABLE_REASONS",
+    "RECOVERY_REASONS",
+    "LeaseRequired",
+    "LeaseUnavailable",
+    "LeaseUnknown",
+    "MutationInvalid",
+    "RecoveryRefused",
+    "ResourceUnknown",
+]

@@ -21,6 +21,7 @@ from hatp.lease import (
 )
 from lease.world import (
     EPOCH,
+    MUTATION,
     GATEWAY,
     OUTSIDER,
     RESOURCE,
@@ -88,6 +89,7 @@ def test_grant_refuses_to_sign_an_inverse_of_the_wrong_shape() -> None:
             resource=RESOURCE,
             state=STATE,
             epoch=EPOCH,
+            mutation=MUTATION,
             t_req_ms=1,
             mode=RecoveryMode.COMPENSATING_ACTION,
             inverse={"action": "tickets.update"},

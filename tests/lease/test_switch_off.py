@@ -74,6 +74,11 @@ def _other_plan() -> str | None:
     return refused_by(_bound(), binding=other)
 
 
+def _other_mutation() -> str | None:
+    other = {"action": "tickets.update", "params": {"id": 4711, "status": "deleted"}}
+    return refused_by(lease(), mutation=other)
+
+
 def _unknown_mode() -> str | None:
     return refused_by(resigned(lease(), recoveryMode="BEST_EFFORT"))
 
@@ -115,6 +120,10 @@ def _stale_epoch() -> str | None:
     return refused_by(lease(), epoch=EPOCH + 1)
 
 
+def _stale_fence_token() -> str | None:
+    return refused_by(lease(), fence_token=EPOCH)
+
+
 def _state_changed() -> str | None:
     return refused_by(lease(), state={**STATE, "assignee": "erin"})
 
@@ -130,6 +139,7 @@ CASES: dict[str, tuple[str, Attempt]] = {
     "bound-lease-outside-its-txn": ("LEASE-BINDING", _bound_lease_outside_its_txn),
     "wrong-inverse-digest": ("LEASE-DIGEST", _wrong_inverse_digest),
     "other-plan": ("LEASE-DIGEST", _other_plan),
+    "other-mutation": ("LEASE-DIGEST", _other_mutation),
     "unknown-mode": ("LEASE-MODE", _unknown_mode),
     "nothing-staged": ("LEASE-MODE", _nothing_staged),
     "inverse-of-another-mode": ("LEASE-MODE", _inverse_of_another_mode),
@@ -139,6 +149,7 @@ CASES: dict[str, tuple[str, Attempt]] = {
     "window-short": ("LEASE-WINDOW", _window_short),
     "expired": ("LEASE-WINDOW", _expired),
     "stale-epoch": ("LEASE-FENCE", _stale_epoch),
+    "stale-fence-token": ("LEASE-FENCE", _stale_fence_token),
     "state-changed": ("LEASE-FENCE", _state_changed),
 }
 RULES = sorted({rule for rule, _ in CASES.values()})

@@ -18,6 +18,7 @@ GATEWAY = "https://gateway.example"
 RESOURCE = "ticket/4711"
 STATE: dict[str, Any] = {"id": 4711, "status": "open", "assignee": "dana", "credit": "12.50"}
 EPOCH = 7
+MUTATION: dict[str, Any] = {"action": "tickets.update", "params": {"id": 4711, "status": "closed"}}
 PLAN_DIGEST = digest({"plan": "trip"})
 
 
@@ -70,6 +71,7 @@ def lease(
         resource=RESOURCE,
         state=STATE,
         epoch=EPOCH,
+        mutation=MUTATION,
         t_req_ms=t_req_ms,
         mode=mode,
         inverse=INVERSES[mode],
@@ -97,6 +99,8 @@ def check(
     epoch: int = EPOCH,
     now: datetime = START,
     binding: LeaseBinding | None = None,
+    mutation: dict[str, Any] = MUTATION,
+    fence_token: int | None = None,
 ) -> CheckedLease:
     """Verify ``doc`` as the gateway in front of the ticket system would."""
     return verify_lease(
@@ -104,10 +108,12 @@ def check(
         resource=resource,
         current_state=state,
         current_epoch=epoch,
+        mutation=mutation,
         keyring=keyring(),
         clock=ManualClock(now),
         verifier_key=VERIFIER,
         binding=binding,
+        fence_token=fence_token,
     )
 
 

@@ -1,5 +1,11 @@
 """Compensation leases, PTCL (docs/spec.md §23): signed recovery reservations.
 
+:class:`SystemOfRecord` is the recipe: it guards resources of its own
+database (:class:`TableResources`) with a vocabulary of typed mutations
+(:class:`Action`), grants leases, applies mutations under them with a
+compare-and-swap on the epoch and a signed commit receipt, and runs each
+lease's recovery on demand. Below it are the sharp tools:
+
 Before an agent mutates a system of record, the system grants a lease
 (:func:`grant`): a signed promise that the change can be undone within a
 window, fenced by an epoch and bound to the digest of the pre-image, with the
@@ -14,23 +20,43 @@ from hatp.lease._model import (
     LEASE_MEDIA_TYPE,
     CompensationLease,
     LeaseBinding,
+    LeaseCommit,
+    LeaseRecovery,
     LeaseRejection,
+    Mutation,
     RecoveryMode,
+    RecoveryOutcome,
 )
-from hatp.lease._receipts import verify_rejection
+from hatp.lease._receipts import verify_receipt, verify_rejection
+from hatp.lease._resources import Resources, State, TableResources
+from hatp.lease._sor import Action, Applied, Escrow, EscrowCase, Recovered, SystemOfRecord
 from hatp.lease._verify import MAX_CLOCK_SKEW, CheckedLease, inverse_problem, verify_lease
 
 __all__ = [
     "LEASE_ID_PATTERN",
     "LEASE_MEDIA_TYPE",
     "MAX_CLOCK_SKEW",
+    "Action",
+    "Applied",
     "CheckedLease",
     "CompensationLease",
+    "Escrow",
+    "EscrowCase",
     "LeaseBinding",
+    "LeaseCommit",
+    "LeaseRecovery",
     "LeaseRejection",
+    "Mutation",
+    "Recovered",
     "RecoveryMode",
+    "RecoveryOutcome",
+    "Resources",
+    "State",
+    "SystemOfRecord",
+    "TableResources",
     "grant",
     "inverse_problem",
     "verify_lease",
+    "verify_receipt",
     "verify_rejection",
 ]

@@ -21,6 +21,7 @@ def grant(
     resource: str,
     state: Any,
     epoch: int,
+    mutation: Mapping[str, Any],
     t_req_ms: int,
     mode: RecoveryMode,
     inverse: Mapping[str, Any] | None,
@@ -31,7 +32,11 @@ def grant(
     binding: LeaseBinding | None = None,
     lease_id: str | None = None,
 ) -> dict[str, Any]:
-    """Grant a signed lease on ``resource``, whose current ``state`` is at ``epoch``.
+    """Grant a signed lease on ``resource``, whose current ``state`` is at ``epoch``,
+    covering the one ``mutation`` (``{action, params}``) it names by digest.
+
+    This signs what it is given; :class:`SystemOfRecord.grant` is the system
+    of record's recipe, which reads the state and stages the inverse itself.
 
     The window granted is ``min(t_req_ms, max_window_ms)``, from now; a lease
     granted less than it asks for is still signed, and verifiers refuse it
@@ -69,6 +74,7 @@ def grant(
         expires_at=format_time(issued + timedelta(milliseconds=granted)),
         cas_fence_epoch=epoch + 1,
         pre_image_state_hash=pre_image,
+        mutation_digest=digest(dict(mutation)),
         recovery_mode=mode.value,
         inverse=staged,
         inverse_digest=digest(staged),

@@ -21,8 +21,12 @@ __all__ = [
     "LEASE_MEDIA_TYPE",
     "CompensationLease",
     "LeaseBinding",
+    "LeaseCommit",
+    "LeaseRecovery",
     "LeaseRejection",
+    "Mutation",
     "RecoveryMode",
+    "RecoveryOutcome",
 ]
 
 #: The media type of a lease on the wire.
@@ -46,6 +50,13 @@ class RecoveryMode(StrEnum):
     HUMAN_ESCROW = "HUMAN_ESCROW"
 
 
+class Mutation(WireModel):
+    """A typed mutation of one resource: an action the system of record offers, and its params."""
+
+    action: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.:-]{1,128}$")]
+    params: dict[str, Any]
+
+
 class LeaseBinding(WireModel):
     """The transaction and plan a lease is used inside."""
 
@@ -57,6 +68,7 @@ class CompensationLease(WireModel):
     """A system of record's signed recovery reservation for one resource.
 
     ``tGrantedMs`` is the window granted, from ``issuedAt`` to ``expiresAt``;
+    ``mutationDigest`` binds the one mutation it covers;
     ``casFenceEpoch`` is the epoch the mutation will move the resource to (one
     above the epoch it was granted at); ``preImageStateHash`` the digest of the
     resource's state when granted; ``inverse`` the payload staged for
@@ -73,6 +85,7 @@ class CompensationLease(WireModel):
     expires_at: WireTime
     cas_fence_epoch: int = Field(ge=1, le=2**63 - 1)
     pre_image_state_hash: Digest
+    mutation_digest: Digest = Field(description="digest of the mutation the lease covers")
     recovery_mode: ModeName
     inverse: dict[str, Any] | None
     inverse_digest: Digest | None
@@ -93,4 +106,59 @@ class LeaseRejection(WireModel):
     rule: str
     at: WireTime
     verifier: Kid = Field(description="the kid of the key that signed this receipt")
+    signature: Signature
+
+
+class RecoveryOutcome(StrEnum):
+    """What running a lease's recovery did."""
+
+    RESTORED = "restored"  # the resource is its pre-image again
+    VOIDED = "voided"  # the mutation never ran; the lease can no longer be used
+    ESCROWED = "escrowed"  # a person was asked to undo it (HUMAN_ESCROW)
+
+
+class LeaseCommit(WireModel):
+    """The system of record's signed receipt for a mutation applied under a lease.
+
+    ``epoch`` is the resource's epoch after the mutation (the lease's fence);
+    ``postImageStateHash`` the digest of the state the mutation left.
+    """
+
+    hatp_version: str
+    kind: Literal["lease-commit"]
+    lease_id: LeaseId
+    lease_digest: Digest
+    resource: ResourceId
+    mutation_digest: Digest
+    epoch: int = Field(ge=1, le=2**63 - 1)
+    pre_image_state_hash: Digest
+    post_image_state_hash: Digest
+    binding: LeaseBinding | None
+    at: WireTime
+    issuer: ResourceId
+    signature: Signature
+
+
+class LeaseRecovery(WireModel):
+    """The system of record's signed receipt for running a lease's recovery.
+
+    ``restored``: ``restoredStateHash`` equals the lease's ``preImageStateHash``
+    and ``epoch`` is the resource's new epoch (recovery moves it up, never back);
+    ``voided`` and ``escrowed`` restore nothing (``restoredStateHash`` null).
+    ``by`` is who restored it: ``null`` for the system of record itself, else
+    the authenticated person who did (HUMAN_ESCROW).
+    """
+
+    hatp_version: str
+    kind: Literal["lease-recovery"]
+    lease_id: LeaseId
+    lease_digest: Digest
+    resource: ResourceId
+    recovery_mode: ModeName
+    outcome: RecoveryOutcome = Field(strict=False)
+    epoch: int = Field(ge=0, le=2**63 - 1)
+    restored_state_hash: Digest | None
+    by: str | None = Field(max_length=512)
+    at: WireTime
+    issuer: ResourceId
     signature: Signature

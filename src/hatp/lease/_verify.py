@@ -30,7 +30,7 @@ from hatp.lease._receipts import rejection_receipt
 from hatp.model import parse_address
 from hatp.version import require_supported
 
-__all__ = ["MAX_CLOCK_SKEW", "CheckedLease", "inverse_problem", "verify_lease"]
+__all__ = ["MAX_CLOCK_SKEW", "CheckedLease", "inverse_problem", "lease_refusal", "verify_lease"]
 
 #: How far ahead of the verifier's clock a lease may have been issued.
 MAX_CLOCK_SKEW = timedelta(seconds=60)
@@ -44,6 +44,9 @@ _RULE_REASONS = {
     "LEASE-SKEW": "CLOCK_SKEW",
     "LEASE-WINDOW": "RECOVERY_WINDOW_INEQUALITY",
     "LEASE-FENCE": "MONOTONIC_CAS_FENCING",
+    # The system of record's own rules, checked after these (hatp.lease.SystemOfRecord).
+    "LEASE-GRANTED": "NOT_GRANTED",
+    "LEASE-SHADOW": "SHADOW_DIVERGED",
 }
 
 
@@ -116,6 +119,9 @@ class _Refuser:
         self.lease_digest = lease_digest
 
     def refuse(self, rule: str, message: str, now: datetime) -> NoReturn:
+        raise self.error(rule, message, now)
+
+    def error(self, rule: str, message: str, now: datetime) -> LeaseRefused:
         reason = _RULE_REASONS[rule]
         receipt = rejection_receipt(
             lease_id=self.lease_id,
@@ -126,7 +132,7 @@ class _Refuser:
             at=now,
             key=self.key,
         )
-        raise LeaseRefused(
+        return LeaseRefused(
             f"lease refused, {reason} [{rule}]: {message}",
             reason=reason,
             rule=rule,
@@ -152,15 +158,18 @@ def verify_lease(
     resource: str,
     current_state: Any,
     current_epoch: int,
+    mutation: Mapping[str, Any],
     keyring: Keyring,
     clock: Clock,
     verifier_key: SigningKey,
     binding: LeaseBinding | None = None,
+    fence_token: int | None = None,
 ) -> CheckedLease:
-    """Check a lease before a mutation of ``resource``.
+    """Check a lease before ``mutation`` (``{action, params}``) of ``resource`` runs.
 
     ``current_state`` and ``current_epoch`` are the resource's now; ``binding``
-    the transaction and plan the mutation runs in, if any.
+    the transaction and plan the mutation runs in, if any; ``fence_token`` the
+    epoch the writer says it writes at (HTTP ``Agent-Fence-Token``), if it said.
 
     Returns:
         The checked lease, once every rule passed.
@@ -195,7 +204,7 @@ def verify_lease(
         refuser.check("LEASE-BINDING", now, lambda: _binding_problem(lease, resource, binding))
     # 4. [LEASE-DIGEST] The digests bind the staged inverse and the plan.
     if _checks.is_on("LEASE-DIGEST"):
-        refuser.check("LEASE-DIGEST", now, lambda: _digest_problem(lease, binding))
+        refuser.check("LEASE-DIGEST", now, lambda: _digest_problem(lease, mutation, binding))
     # 5. [LEASE-MODE] One of the four modes, with its inverse payload staged.
     if _checks.is_on("LEASE-MODE"):
         refuser.check(
@@ -220,9 +229,26 @@ def verify_lease(
     # 8. [LEASE-FENCE] The resource is still below the fence and still the pre-image.
     if _checks.is_on("LEASE-FENCE"):
         refuser.check(
-            "LEASE-FENCE", now, lambda: _fence_problem(lease, current_state, current_epoch)
+            "LEASE-FENCE",
+            now,
+            lambda: _fence_problem(lease, current_state, current_epoch, fence_token),
         )
     return CheckedLease(lease, signer, refuser.lease_digest)
+
+
+def lease_refusal(
+    lease_doc: Mapping[str, Any] | bytes,
+    *,
+    resource: str,
+    rule: str,
+    message: str,
+    verifier_key: SigningKey,
+    now: datetime,
+) -> LeaseRefused:
+    """Return the refusal of ``lease_doc`` under ``rule`` (one checked after
+    :func:`verify_lease`, by the system of record), carrying its signed receipt."""
+    doc, lease_digest = _read(lease_doc)
+    return _Refuser(doc, lease_digest, resource, verifier_key).error(rule, message, now)
 
 
 def _read(lease_doc: object) -> tuple[object, str]:
@@ -278,7 +304,11 @@ def _binding_problem(
     return None
 
 
-def _digest_problem(lease: CompensationLease, binding: LeaseBinding | None) -> str | None:
+def _digest_problem(
+    lease: CompensationLease, mutation: Mapping[str, Any], binding: LeaseBinding | None
+) -> str | None:
+    if lease.mutation_digest != digest(dict(mutation)):
+        return "the lease covers another mutation (mutationDigest is not its digest)"
     if lease.inverse is None and lease.inverse_digest is None:
         return None  # nothing staged, nothing to bind: LEASE-MODE refuses the lease
     if lease.inverse_digest != digest(lease.inverse):
@@ -289,7 +319,11 @@ def _digest_problem(lease: CompensationLease, binding: LeaseBinding | None) -> s
     return None
 
 
-def _fence_problem(lease: CompensationLease, state: Any, epoch: int) -> str | None:
+def _fence_problem(
+    lease: CompensationLease, state: Any, epoch: int, token: int | None
+) -> str | None:
+    if token is not None and token != lease.cas_fence_epoch:
+        return f"the writer's fence token {token} is not the lease's fence {lease.cas_fence_epoch}"
     if epoch >= lease.cas_fence_epoch:
         return f"the resource is at epoch {epoch}, at or past the fence {lease.cas_fence_epoch}"
     if digest(state) != lease.pre_image_state_hash:

@@ -5,13 +5,15 @@ it, :class:`DecisionLog` is the coordinator's log of transactions and their
 record events, :class:`BranchStore` a participant's state per branch,
 :class:`AskStore` the Human Gateway's pending asks, and
 :class:`UsedApprovals` the call approvals a tool server has used (each runs
-its call once).
+its call once), and :class:`LeaseBook` a system of record's compensation
+leases, epochs and rejection receipts.
 The durability rules are in ``docs/spec.md`` ([STORE-DURABLE] and after).
 """
 
 from hatp.store._asks import AskKind, AskRow, AskState, AskStore
 from hatp.store._branches import BranchRow, BranchStore
 from hatp.store._engine import Store, open_store
+from hatp.store._leases import LeaseBook, LeaseRow, LeaseStatus
 from hatp.store._log import DecisionLog, TxnRow
 from hatp.store._schema import from_ms, to_ms
 from hatp.store._used import UsedApproval, UsedApprovals, UseOutcome
@@ -24,6 +26,9 @@ __all__ = [
     "BranchRow",
     "BranchStore",
     "DecisionLog",
+    "LeaseBook",
+    "LeaseRow",
+    "LeaseStatus",
     "Store",
     "TxnRow",
     "UseOutcome",
