@@ -29,9 +29,12 @@ def test_every_rule_the_code_reports_is_in_the_spec() -> None:
     from hatp.errors import (
         APPROVAL_REASONS,
         APPROVER_REASONS,
+        EVIDENCE_REASONS,
         LEASE_REASONS,
+        LEASE_UNAVAILABLE_REASONS,
         PEER_REASONS,
         PLAN_REASONS,
+        RECOVERY_REASONS,
         SIGNATURE_REASON_RULES,
         WRITE_PLAN_REASONS,
     )
@@ -50,6 +53,9 @@ def test_every_rule_the_code_reports_is_in_the_spec() -> None:
         assert f"`{reason}`" in SPEC, reason
         rule = re.search(r"\((GATE-[A-Z-]+)\)", text)
         assert rule is not None and rule.group(1) in ids, reason
+    for reasons in (EVIDENCE_REASONS, LEASE_UNAVAILABLE_REASONS, RECOVERY_REASONS):
+        for reason in reasons:
+            assert f"`{reason}`" in SPEC, reason
     for reasons in (PEER_REASONS, WRITE_PLAN_REASONS, APPROVER_REASONS, LEASE_REASONS):
         for reason, text in reasons.items():
             assert f"`{reason}`" in SPEC or f" {reason}" in SPEC, reason

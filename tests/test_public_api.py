@@ -11,6 +11,7 @@ import hatp.directory
 import hatp.errors
 import hatp.evidence
 import hatp.gateway
+import hatp.http
 import hatp.lease
 import hatp.mcp
 import hatp.model
@@ -33,6 +34,7 @@ PACKAGES = [
     hatp.errors,
     hatp.evidence,
     hatp.gateway,
+    hatp.http,
     hatp.lease,
     hatp.mcp,
     hatp.model,

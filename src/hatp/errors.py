@@ -58,7 +58,10 @@ MCP JSON-RPC error.
     ├── ResourceUnknown        RESOURCE_UNKNOWN
     ├── LeaseUnavailable       LEASE_UNAVAILABLE   (data.reason: a key of LEASE_UNAVAILABLE_REASONS)
     ├── LeaseUnknown           LEASE_UNKNOWN
-    └── RecoveryRefused        RECOVERY_REFUSED    (data.reason: a key of RECOVERY_REASONS)
+    ├── RecoveryRefused        RECOVERY_REFUSED    (data.reason: a key of RECOVERY_REASONS)
+    ├── HeaderInvalid          HEADER_INVALID      (data.header: which HTTP header)
+    ├── Unauthenticated        UNAUTHENTICATED     (HTTP 401)
+    └── EvidenceInvalid        EVIDENCE_INVALID    (data.reason: a key of EVIDENCE_REASONS)
 """
 
 from __future__ import annotations
@@ -767,8 +770,10 @@ class ConcurrentExecution(HatpError):
 
 
 class RecoveryRequired(HatpError):
-    """A worker died holding the execution key and the live state is neither the approved
-    snapshot nor its postcondition: a person must decide; nothing was written."""
+    """A person must decide; nothing was written. A worker died holding a write's
+    execution key and the live state is neither the approved snapshot nor its
+    postcondition (hatp.writes); or a leased branch's undo was handed to a person
+    (``data.reason`` ``ESCROWED``, HUMAN_ESCROW: hatp.lease.LeasedOperation)."""
 
     code = "RECOVERY_REQUIRED"
 
@@ -905,3 +910,49 @@ __all__ += [
     "RecoveryRefused",
     "ResourceUnknown",
 ]
+
+
+# --- HTTP carriage (hatp.http) ---
+
+
+class HeaderInvalid(HatpError):
+    """An HTTP header hatp reads cannot be read (``data.header`` names it, e.g.
+    ``Agent-Fence-Token``, which is one decimal integer); nothing ran: send it again,
+    well formed."""
+
+    code = "HEADER_INVALID"
+
+
+class Unauthenticated(HatpError):
+    """The request carries no authentication this server accepts, and the action needs
+    a person it can name (HTTP 401); nothing was done."""
+
+    code = "UNAUTHENTICATED"
+
+
+#: Every ``EVIDENCE_INVALID`` reason: why a client refused what a peer handed back.
+EVIDENCE_REASONS: dict[str, str] = {
+    "MISSING": "a success answer carries the signed evidence it owes (a commit receipt)",
+    "ENCODING": "the evidence is a strict JSON object; in a header, base64url (no padding) of one",
+    "SHAPE": "the evidence has its form: a CompensationLease, a lease-commit or "
+    "lease-recovery receipt",
+    "SIGNATURE": "it verifies against the client's keyring, signed by a key of the system "
+    "of record it names",
+    "MISMATCH": "it is for what was asked: this resource, mutation, mode and binding; this lease",
+}
+
+
+class EvidenceInvalid(HatpError):
+    """A lease or receipt a peer handed back failed the client's checks and is not used
+    (``data.reason``: a key of :data:`EVIDENCE_REASONS`; ``data.what`` names it). Not a
+    refusal by the peer: a mutation sent may have run; ask the peer for its receipt."""
+
+    code = "EVIDENCE_INVALID"
+
+    @property
+    def reason(self) -> str:
+        """The stable reason code, e.g. ``MISSING`` or ``SIGNATURE``."""
+        return str(self.data.get("reason"))
+
+
+__all__ += ["EVIDENCE_REASONS", "EvidenceInvalid", "HeaderInvalid", "Unauthenticated"]

@@ -21,8 +21,8 @@ from hatp.lease import (
 )
 from lease.world import (
     EPOCH,
-    MUTATION,
     GATEWAY,
+    MUTATION,
     OUTSIDER,
     RESOURCE,
     SOR,

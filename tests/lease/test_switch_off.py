@@ -7,14 +7,22 @@ refused by its own rule: proof that the named check is what refuses it.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import timedelta
+from pathlib import Path
+from typing import Any
 
 import pytest
 
 from hatp._checks import unsafe_switched_off
+from hatp.clock import ManualClock
+from hatp.errors import LeaseRefused
 from hatp.evidence import digest
-from hatp.lease import LeaseBinding, RecoveryMode
+from hatp.lease import LeaseBinding, RecoveryMode, SystemOfRecord, grant
+from hatp.store import Store, open_store
+from lease import sor_world
 from lease.world import (
     CRM_KEY,
     EPOCH,
@@ -128,6 +136,74 @@ def _state_changed() -> str | None:
     return refused_by(lease(), state={**STATE, "assignee": "erin"})
 
 
+# --- the system of record's own rules: a ticket system on a SQLite file of its own ---
+
+
+@contextmanager
+def _ticket_store() -> Iterator[Store]:
+    with tempfile.TemporaryDirectory() as folder:
+        store = open_store(Path(folder) / "tickets.db")
+        try:
+            yield store
+        finally:
+            store.close()
+
+
+def _sor_refused_by(
+    sor: SystemOfRecord, doc: dict[str, Any], mutation: dict[str, Any]
+) -> str | None:
+    """The rule that refuses applying ``doc`` (``None`` if it is applied)."""
+    try:
+        sor.apply(doc, resource=sor_world.RESOURCE, mutation=mutation)
+    except LeaseRefused as exc:
+        return str(exc.data["rule"])
+    return None
+
+
+def _honest_sor_lease() -> str | None:
+    with _ticket_store() as store:
+        sor = sor_world.ticket_world(store, ManualClock(START))
+        return _sor_refused_by(sor, sor_world.grant(sor), sor_world.CLOSE)
+
+
+def _never_granted_here() -> str | None:
+    with _ticket_store() as store:
+        clock = ManualClock(START)
+        sor = sor_world.ticket_world(store, clock)
+        state, epoch = sor.state(sor_world.RESOURCE)
+        signed = grant(
+            resource=sor_world.RESOURCE,
+            state=state,
+            epoch=epoch,
+            mutation=sor_world.CLOSE,
+            t_req_ms=sor_world.WINDOW_MS,
+            mode=RecoveryMode.SNAPSHOT_RESTORE,
+            inverse=None,
+            key=sor_world.KEY,
+            issuer=sor.issuer,
+            clock=clock,
+            max_window_ms=sor_world.WINDOW_MS,
+        )
+        return _sor_refused_by(sor, signed, sor_world.CLOSE)
+
+
+def _voided_then_applied() -> str | None:
+    with _ticket_store() as store:
+        sor = sor_world.ticket_world(store, ManualClock(START))
+        doc = sor_world.grant(sor)
+        sor.recover(doc["leaseId"])
+        return _sor_refused_by(sor, doc, sor_world.CLOSE)
+
+
+def _shadow_diverged() -> str | None:
+    with _ticket_store() as store:
+        roster = sor_world.Roster(on_call="erin")
+        sor = sor_world.roster_system(store, ManualClock(START), roster)
+        doc = sor_world.grant(sor, RecoveryMode.DRY_RUN_SHADOW, sor_world.ESCALATE)
+        roster.on_call = "frank"
+        return _sor_refused_by(sor, doc, sor_world.ESCALATE)
+
+
 #: name -> (the rule that must refuse it, the attempt).
 CASES: dict[str, tuple[str, Attempt]] = {
     "unknown-member": ("LEASE-SHAPE", _unknown_member),
@@ -151,6 +227,9 @@ CASES: dict[str, tuple[str, Attempt]] = {
     "stale-epoch": ("LEASE-FENCE", _stale_epoch),
     "stale-fence-token": ("LEASE-FENCE", _stale_fence_token),
     "state-changed": ("LEASE-FENCE", _state_changed),
+    "never-granted-here": ("LEASE-GRANTED", _never_granted_here),
+    "voided-then-applied": ("LEASE-GRANTED", _voided_then_applied),
+    "shadow-diverged": ("LEASE-SHADOW", _shadow_diverged),
 }
 RULES = sorted({rule for rule, _ in CASES.values()})
 
@@ -158,6 +237,7 @@ RULES = sorted({rule for rule, _ in CASES.values()})
 def test_the_honest_lease_passes() -> None:
     assert refused_by(lease()) is None
     assert refused_by(_bound(), binding=IN_TXN) is None
+    assert _honest_sor_lease() is None
 
 
 @pytest.mark.parametrize("name", CASES)

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 
 from hatp.cli._app import app, err, reports_errors
 from hatp.cli._timeline import print_timeline, short
@@ -68,6 +69,14 @@ def demo(
             "the trip: approve, execute, a double-click replay, a drift refusal.",
         ),
     ] = False,
+    lease: Annotated[
+        bool,
+        typer.Option(
+            "--lease",
+            help="Show a ticket update under a compensation lease over HTTP instead of the "
+            "trip: a stale writer refused with 409, a retry replayed, a restore.",
+        ),
+    ] = False,
 ) -> None:
     """Book a business trip as one transaction and show every step.
 
@@ -80,6 +89,10 @@ def demo(
         typer.echo(f"{'--gated':<10} one tool call gated by an approval of exactly that call")
         typer.echo(f"{'--mcp':<10} the trip over MCP, four server processes; one killed and back")
         typer.echo(f"{'--writes':<10} an inventory correction: approved, run once, drift refused")
+        typer.echo(f"{'--lease':<10} a ticket update under a lease: stale writer 409, a restore")
+        return
+    if lease:
+        _lease(out or Path(tempfile.mkdtemp(prefix="hatp-demo-")))
         return
     if writes:
         _writes(out or Path(tempfile.mkdtemp(prefix="hatp-demo-")))
@@ -229,6 +242,33 @@ def _writes(folder: Path) -> None:
     for what, held in run.checks:
         err.print(f"  {'[green]✓[/]' if held else '[red]✗[/]'} {what}", soft_wrap=True)
     err.print(f"wrote {folder / LEDGER}, journal.json, steps.json and each plan", soft_wrap=True)
+    typer.echo(str(folder))
+    if not run.as_expected:
+        raise typer.Exit(1)
+
+
+def _lease(folder: Path) -> None:
+    err.rule("hatp demo --lease: a ticket update under a compensation lease, over HTTP")
+    from hatp.demo.lease import DATABASE, run_lease
+
+    err.print(
+        f"  system of record: {folder / DATABASE} (SQLite: the tickets and the lease tables), "
+        "served by uvicorn on a loopback port",
+        soft_wrap=True,
+    )
+    run = run_lease(folder)
+    err.print(f"  API: {run.url}", soft_wrap=True)
+    for number, step in enumerate(run.steps, start=1):
+        mark = "[green]✓[/]" if step.ok else f"[red]✗ expected {step.expected}[/]"
+        err.print(f"{number}. {step.title}", soft_wrap=True)
+        err.print(f"   {mark} {step.outcome}: {escape(step.said)}", soft_wrap=True)
+    err.rule("Ticket 4711 now")
+    for column, value in run.ticket.items():
+        err.print(f"  {column:<9} {value}", markup=False)
+    err.rule("Checked offline, with the ticket system's public key alone")
+    for what, held in run.checks:
+        err.print(f"  {'[green]✓[/]' if held else '[red]✗[/]'} {what}", soft_wrap=True)
+    err.print(f"wrote {folder / DATABASE}, every lease and receipt, and keyring.json")
     typer.echo(str(folder))
     if not run.as_expected:
         raise typer.Exit(1)

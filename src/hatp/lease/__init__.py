@@ -27,6 +27,7 @@ from hatp.lease._model import (
     RecoveryMode,
     RecoveryOutcome,
 )
+from hatp.lease._participant import LeasedOperation
 from hatp.lease._receipts import verify_receipt, verify_rejection
 from hatp.lease._resources import Resources, State, TableResources
 from hatp.lease._sor import Action, Applied, Escrow, EscrowCase, Recovered, SystemOfRecord
@@ -46,6 +47,7 @@ __all__ = [
     "LeaseCommit",
     "LeaseRecovery",
     "LeaseRejection",
+    "LeasedOperation",
     "Mutation",
     "Recovered",
     "RecoveryMode",

@@ -10,6 +10,7 @@ scalars (never a float, so digests are exact).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal
@@ -24,6 +25,11 @@ __all__ = ["Resources", "State", "TableResources"]
 
 #: A resource's state: a JSON object.
 State = dict[str, Any]
+
+# A resource id as a lease carries it (printable ASCII, no spaces), and an integer key
+# as resource() writes it: no leading zeros, no "-0", within 64 bits.
+_RESOURCE_ID = re.compile(r"[!-~]{1,512}")
+_INTEGER_KEY = re.compile(r"0|-?[1-9][0-9]{0,18}")
 
 
 class Resources(Protocol):
@@ -50,6 +56,8 @@ class Resources(Protocol):
 class TableResources:
     """Rows of ``table`` as resources ``"<kind>/<key>"``: the row whose ``key`` column is
     the key, and its state the ``columns`` (the key column may be among them, unchanged).
+    Each row has one id, as :meth:`resource` writes it (an integer key in decimal, with
+    no leading zeros); any other spelling is unknown.
 
     Raises:
         ValueError: ``kind`` is empty or holds a ``/``, ``key`` is not a unique
@@ -118,15 +126,18 @@ class TableResources:
             raise self._unknown(resource)
 
     def _key_of(self, resource: str) -> Any:
+        # One row has one resource id (the one resource() writes): "ticket/04711" naming
+        # row 4711 too would give it a second epoch, and leases fenced on either would
+        # not fence the other.
         kind, slash, text = resource.partition("/")
-        if kind != self.kind or not slash or not text:
+        if kind != self.kind or not slash or not _RESOURCE_ID.fullmatch(resource):
             raise self._unknown(resource)
         try:
             python_type = self.table.c[self.key].type.python_type
         except NotImplementedError:
             return text
         if python_type is int:
-            if not text.lstrip("-").isdigit() or len(text) > 19:
+            if not _INTEGER_KEY.fullmatch(text) or not -(2**63) <= int(text) < 2**63:
                 raise self._unknown(resource)
             return int(text)
         return text

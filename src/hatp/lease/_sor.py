@@ -333,7 +333,7 @@ class SystemOfRecord:
         epoch = self._book.epoch_txn(conn, resource, lock=True)
         state = self.resources.read_txn(conn, resource, lock=True)
         row = self._row_named(conn, lease_doc)
-        before = _applied_before(row, lease_doc, wanted)
+        before = _applied_before(row, lease_doc, resource, wanted, binding)
         if before is not None:
             return Applied(before, replayed=True)
         checked = verify_lease(
@@ -388,7 +388,7 @@ class SystemOfRecord:
             at=now,
             key=self.key,
         )
-        if not self._book.move_txn(
+        moved = self._book.move_txn(
             conn,
             lease.lease_id,
             was=LeaseStatus.GRANTED,
@@ -396,7 +396,10 @@ class SystemOfRecord:
             now=to_ms(now),
             post_image_hash=digest(after),
             commit_receipt=receipt,
-        ):
+        )
+        # The row is locked, so its status read above still holds: only a lease that
+        # [LEASE-GRANTED] (switched off) let through gets here unmoved.
+        if not moved and _checks.is_on("LEASE-GRANTED"):
             raise self._refusal(lease_doc, resource, "LEASE-GRANTED", "the lease was spent")
         return Applied(receipt, replayed=False)
 
@@ -442,9 +445,14 @@ class SystemOfRecord:
         still be what the mutation left (it is written back) or already the
         pre-image (restored by the person in the system's own tools).
 
+        Returns:
+            The signed recovery receipt naming ``by``; ``replayed`` when the
+            restore was recorded before (the receipt then names who did it).
+
         Raises:
             LeaseUnknown: never granted here.
-            RecoveryRefused: ``NOT_ESCROWED``, ``MISMATCH`` or ``MOVED``;
+            RecoveryRefused: ``NOT_ESCROWED`` (also for a lease the system
+                recovered itself), ``MISMATCH`` or ``MOVED``;
                 nothing was written.
             ValueError: ``by`` is empty.
             StoreUnavailable: the database failed; nothing was written.
@@ -453,8 +461,9 @@ class SystemOfRecord:
             raise ValueError("name the person who restored it, from authentication")
         with self.store.transaction() as conn:
             row = self._known_txn(conn, lease_id)
-            if row.status is LeaseStatus.RECOVERED:
-                return _stored(row)
+            escrow = row.lease["recoveryMode"] == RecoveryMode.HUMAN_ESCROW.value
+            if row.status is LeaseStatus.RECOVERED and escrow:
+                return _stored(row)  # a retry; one the system recovered itself is not escrowed
             if row.status is not LeaseStatus.ESCROWED:
                 raise _recovery_refused(
                     "NOT_ESCROWED", row, f"the lease is {row.status.value}, not escrowed"
@@ -478,7 +487,10 @@ class SystemOfRecord:
             return self._settle_txn(conn, row, RecoveryOutcome.ESCROWED, None, None)
         if mode is RecoveryMode.COMPENSATING_ACTION:
             inverse = self._mutation(staged)
-            restored = _run(self._action(inverse.action), live, inverse.params)
+            try:
+                restored = _run(self._action(inverse.action), live, inverse.params)
+            except MutationInvalid as refused:  # it ran at grant; now it cannot restore
+                raise _recovery_refused("MISMATCH", row, refused.message) from None
         elif mode is RecoveryMode.SNAPSHOT_RESTORE:
             restored = staged["snapshot"]
         else:  # DRY_RUN_SHADOW: the shadow ran before; the pre-image was kept at grant
@@ -558,7 +570,7 @@ class SystemOfRecord:
             StoreUnavailable: the database failed.
         """
         with self.store.transaction() as conn:
-            return self._known_txn(conn, lease_id)
+            return self._known_txn(conn, lease_id, lock=False)
 
     def rejections(self, resource: str | None = None) -> list[dict[str, Any]]:
         """Every signed rejection receipt kept (of ``resource`` only, if given), oldest first."""
@@ -609,11 +621,18 @@ class SystemOfRecord:
             return None
         return self._book.get_txn(conn, lease_id, lock=True)
 
-    def _known_txn(self, conn: Connection, lease_id: str) -> LeaseRow:
-        row = self._book.get_txn(conn, lease_id, lock=True)
+    def _known_txn(self, conn: Connection, lease_id: str, *, lock: bool = True) -> LeaseRow:
+        """The lease; with ``lock``, locked after its resource's epoch, in the order
+        :meth:`apply` takes them, so a recovery racing an apply of it waits, never
+        deadlocks."""
+        row = self._book.get_txn(conn, lease_id, lock=False)
         if row is None:
             raise LeaseUnknown(f"{self.issuer} never granted lease {lease_id!r}", lease_id=lease_id)
-        return row
+        if not lock:
+            return row
+        self._book.epoch_txn(conn, row.resource, lock=True)
+        locked = self._book.get_txn(conn, lease_id, lock=True)
+        return row if locked is None else locked  # leases are never deleted
 
     def _refusal(
         self, lease_doc: Mapping[str, Any] | bytes, resource: str, rule: str, message: str
@@ -649,10 +668,17 @@ def _run(action: Action, state: State, params: Mapping[str, Any]) -> State:
 
 
 def _applied_before(
-    row: LeaseRow | None, lease_doc: Mapping[str, Any] | bytes, wanted: Mapping[str, Any]
+    row: LeaseRow | None,
+    lease_doc: Mapping[str, Any] | bytes,
+    resource: str,
+    wanted: Mapping[str, Any],
+    binding: LeaseBinding | None,
 ) -> dict[str, Any] | None:
-    """The commit receipt, if this is a retry of the mutation applied under this very lease."""
-    if row is None or row.commit_receipt is None:
+    """The commit receipt, if this is a retry of the mutation applied under this very lease
+    (on the same resource, in the same transaction); anything else is verified afresh."""
+    if row is None or row.commit_receipt is None or row.resource != resource:
+        return None
+    if row.commit_receipt["binding"] != (None if binding is None else binding.to_wire()):
         return None
     try:
         same_lease = _lease_digest(lease_doc) == row.lease_digest

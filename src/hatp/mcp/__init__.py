@@ -7,6 +7,8 @@ server its author already built, and the server's own tools keep working:
 - :func:`serve_hatp`: the server is a participant (``dev.hatp/txn/*``);
 - :func:`gate_tools`: chosen tools run only with an approval of the exact
   call, passed in ``_meta["dev.hatp/approval"]``;
+- :func:`lease_tools`: a system of record's mutations as tools, each call
+  under the compensation lease it carries in ``_meta["compensationLease"]``;
 - :func:`serve_gateway`: the Human Gateway, and its Directory's cards;
 - :func:`serve_coordinator`: agents begin transactions and follow them.
 
@@ -14,8 +16,8 @@ On the client side :func:`mcp_participant`, :func:`mcp_gateway`,
 :func:`mcp_directory` and :func:`mcp_coordinator` check what a server
 advertises and return objects a coordinator or an agent uses exactly as the
 in-process ones; :func:`call_gated` and :func:`await_call_approval` are an
-agent's side of a gated call. A hatp client declares the extension:
-``Client(server, extensions=[mcp.client.advertise(EXTENSION_ID)])``.
+agent's side of a gated call, :func:`call_leased` of a leased one. A hatp
+client declares the extension: ``Client(server, extensions=[mcp.client.advertise(EXTENSION_ID)])``.
 """
 
 from hatp.mcp._advert import HatpAdvert, OperationAdvert, Role, check_advert
@@ -37,14 +39,27 @@ from hatp.mcp._gateway_client import (
     mcp_gateway,
 )
 from hatp.mcp._gateway_server import GatewayExtension, serve_gateway
+from hatp.mcp._lease import (
+    LeaseAdvert,
+    LeasedResult,
+    LeasedTool,
+    LeasedToolAdvert,
+    ResourceOf,
+    call_leased,
+    lease_tools,
+)
 from hatp.mcp._participant_client import McpParticipant, mcp_participant
 from hatp.mcp._participant_server import ParticipantExtension, serve_hatp
 from hatp.mcp._wire import (
     APPROVAL_META_KEY,
     CALL_APPROVAL_TOOL,
+    COMMIT_RECEIPT_META_KEY,
     EXTENSION_ID,
+    FENCE_TOKEN_META_KEY,
     GATE_EXTENSION_ID,
     JSONRPC_CODES,
+    LEASE_EXTENSION_ID,
+    LEASE_META_KEY,
     MAX_WAIT_SECONDS,
     METHODS,
     PENDING_META_KEY,
@@ -54,9 +69,13 @@ from hatp.mcp._wire import (
 __all__ = [
     "APPROVAL_META_KEY",
     "CALL_APPROVAL_TOOL",
+    "COMMIT_RECEIPT_META_KEY",
     "EXTENSION_ID",
+    "FENCE_TOKEN_META_KEY",
     "GATE_EXTENSION_ID",
     "JSONRPC_CODES",
+    "LEASE_EXTENSION_ID",
+    "LEASE_META_KEY",
     "MAX_WAIT_SECONDS",
     "METHODS",
     "PENDING_META_KEY",
@@ -67,6 +86,10 @@ __all__ = [
     "GatedToolAdvert",
     "GatewayExtension",
     "HatpAdvert",
+    "LeaseAdvert",
+    "LeasedResult",
+    "LeasedTool",
+    "LeasedToolAdvert",
     "McpCoordinator",
     "McpDirectory",
     "McpGateway",
@@ -74,11 +97,14 @@ __all__ = [
     "OperationAdvert",
     "ParticipantExtension",
     "RequesterOf",
+    "ResourceOf",
     "Role",
     "await_call_approval",
     "call_gated",
+    "call_leased",
     "check_advert",
     "gate_tools",
+    "lease_tools",
     "mcp_coordinator",
     "mcp_directory",
     "mcp_gateway",

@@ -18,15 +18,21 @@ from hatp.errors import (
     ApprovalRequired,
     CallInvalid,
     HatpError,
+    LeaseRefused,
+    LeaseRequired,
     error_from_dict,
 )
 
 __all__ = [
     "APPROVAL_META_KEY",
     "CALL_APPROVAL_TOOL",
+    "COMMIT_RECEIPT_META_KEY",
     "EXTENSION_ID",
+    "FENCE_TOKEN_META_KEY",
     "GATE_EXTENSION_ID",
     "JSONRPC_CODES",
+    "LEASE_EXTENSION_ID",
+    "LEASE_META_KEY",
     "MAX_WAIT_SECONDS",
     "METHODS",
     "PENDING_META_KEY",
@@ -41,6 +47,14 @@ EXTENSION_ID: Final = "dev.hatp/hatp"
 GATE_EXTENSION_ID: Final = "dev.hatp/gate"
 #: Where a gated call carries its CallApproval: ``params._meta[APPROVAL_META_KEY]``.
 APPROVAL_META_KEY: Final = "dev.hatp/approval"
+#: The lease extension's identifier: a server whose tools mutate under compensation leases.
+LEASE_EXTENSION_ID: Final = "dev.hatp/lease"
+#: Where a leased call carries its CompensationLease (the PTCL draft's name, unprefixed).
+LEASE_META_KEY: Final = "compensationLease"
+#: Where a leased call may carry its fence token (HTTP ``Agent-Fence-Token``).
+FENCE_TOKEN_META_KEY: Final = "agentFenceToken"
+#: Where a leased tool's result carries the signed ``lease-commit`` receipt.
+COMMIT_RECEIPT_META_KEY: Final = "commitReceipt"
 #: The gateway tool a plain agent calls to have one tool call approved.
 CALL_APPROVAL_TOOL: Final = "request_call_approval"
 #: Where an ``input_required`` round of :data:`CALL_APPROVAL_TOOL` shows the signed pending vote.
@@ -89,6 +103,8 @@ JSONRPC_CODES: Final[dict[str, int]] = {
     ApprovalRequired.code: -31050,
     ApprovalInvalid.code: -31051,
     CallInvalid.code: -31052,
+    LeaseRefused.code: -31053,
+    LeaseRequired.code: -31054,
 }
 _HATP_CODES = frozenset({REFUSAL_CODE, *JSONRPC_CODES.values()})
 
