@@ -335,6 +335,20 @@ def test_a_retry_of_the_same_lease_and_mutation_is_replayed_and_writes_nothing(
     assert sor.rejections() == []
 
 
+def test_a_retry_after_the_recovery_is_replayed_and_does_not_apply_again(
+    sor: SystemOfRecord,
+) -> None:
+    """[SOR-APPLY] [SOR-RECOVER] a late retry of an applied, since recovered, lease gets
+    the original commit receipt: the mutation is not run a second time."""
+    doc = grant(sor)
+    first = sor.apply(doc, resource=RESOURCE, mutation=CLOSE)
+    sor.recover(doc["leaseId"])
+    again = sor.apply(doc, resource=RESOURCE, mutation=CLOSE)
+    assert (again.replayed, again.receipt) == (True, first.receipt)
+    assert sor.state(RESOURCE) == (TICKET, 2)
+    assert sor.lease(doc["leaseId"]).status is LeaseStatus.RECOVERED
+
+
 def test_a_retry_naming_another_resource_is_not_a_replay(sor: SystemOfRecord) -> None:
     """[SOR-APPLY] [LEASE-BINDING] a replay is the same lease, mutation and resource: the
     applied lease shown for ticket 4712 is refused BINDING, not answered with 4711's
