@@ -14,6 +14,7 @@ checks one fail closed; every refusal is ``LEASE_REFUSED`` carrying a signed
 rejection receipt that :func:`verify_rejection` checks offline.
 """
 
+from hatp.lease._actions import Action
 from hatp.lease._issue import grant
 from hatp.lease._model import (
     LEASE_ID_PATTERN,
@@ -29,8 +30,9 @@ from hatp.lease._model import (
 )
 from hatp.lease._participant import LeasedOperation
 from hatp.lease._receipts import verify_receipt, verify_rejection
+from hatp.lease._recovery import Escrow, EscrowCase, Recovered
 from hatp.lease._resources import Resources, State, TableResources
-from hatp.lease._sor import Action, Applied, Escrow, EscrowCase, Recovered, SystemOfRecord
+from hatp.lease._sor import Applied, SystemOfRecord
 from hatp.lease._verify import MAX_CLOCK_SKEW, CheckedLease, inverse_problem, verify_lease
 
 __all__ = [

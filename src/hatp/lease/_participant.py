@@ -48,7 +48,8 @@ from hatp.errors import (
 )
 from hatp.evidence import digest
 from hatp.lease._model import LeaseBinding, RecoveryMode, RecoveryOutcome
-from hatp.lease._sor import Recovered, SystemOfRecord
+from hatp.lease._recovery import Recovered
+from hatp.lease._sor import SystemOfRecord
 from hatp.lease._verify import verify_lease
 from hatp.model import Preconditions, Tier
 from hatp.participant import Committed, Operation, Prepared, Refuse, Work

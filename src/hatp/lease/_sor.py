@@ -30,11 +30,10 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
-from pydantic import ValidationError
 from sqlalchemy import Connection
 
 from hatp import _checks
@@ -46,9 +45,9 @@ from hatp.errors import (
     LeaseUnavailable,
     LeaseUnknown,
     MutationInvalid,
-    RecoveryRefused,
 )
 from hatp.evidence import Keyring, SigningKey, digest, parse_json
+from hatp.lease._actions import Action, parse_mutation, run_action
 from hatp.lease._issue import grant
 from hatp.lease._model import (
     CompensationLease,
@@ -58,31 +57,24 @@ from hatp.lease._model import (
     RecoveryOutcome,
 )
 from hatp.lease._receipts import signed_receipt
+from hatp.lease._recovery import (
+    Escrow,
+    Recovered,
+    case_of,
+    leased,
+    recovered_before,
+    recovery_refused,
+    stored,
+)
 from hatp.lease._resources import Resources, State
 from hatp.lease._verify import CheckedLease, lease_refusal, verify_lease
 from hatp.model import parse_address
 from hatp.store import LeaseBook, LeaseRow, LeaseStatus, Store, to_ms
 
-__all__ = ["Action", "Applied", "Escrow", "EscrowCase", "Recovered", "SystemOfRecord"]
+__all__ = ["Applied", "SystemOfRecord"]
 
 #: The longest rollback window granted unless the system of record says otherwise.
 DEFAULT_MAX_WINDOW_MS = 15 * 60 * 1000
-
-
-@dataclass(frozen=True)
-class Action:
-    """A typed mutation a system of record offers.
-
-    ``apply(state, params)`` returns the state the mutation leaves (a new
-    object; it may raise ``ValueError`` to refuse the params). ``inverse(state,
-    params)``, if given, returns the ``{action, params}`` that undoes it from
-    the state it leaves, computed from the pre-image ``state``: what a
-    ``COMPENSATING_ACTION`` lease stages.
-    """
-
-    name: str
-    apply: Callable[[State, dict[str, Any]], State]
-    inverse: Callable[[State, dict[str, Any]], dict[str, Any]] | None = None
 
 
 @dataclass(frozen=True)
@@ -92,43 +84,6 @@ class Applied:
 
     receipt: dict[str, Any]
     replayed: bool
-
-
-@dataclass(frozen=True)
-class EscrowCase:
-    """A HUMAN_ESCROW recovery waiting for a person: who, how, and to what state."""
-
-    lease_id: str
-    resource: str
-    address: str
-    instructions: str
-    pre_image_state_hash: str
-    pre_image: State
-
-
-class Escrow(Protocol):
-    """Where a system of record sends a HUMAN_ESCROW recovery (a ticket queue, a
-    Human Gateway question, a pager). Called after the escalation is stored."""
-
-    def open(self, case: EscrowCase) -> None:
-        """Tell the people at ``case.address`` what to restore."""
-        ...
-
-
-@dataclass(frozen=True)
-class Recovered:
-    """What a recovery did: its signed ``lease-recovery`` receipt (outcome
-    ``restored``, ``voided`` or ``escrowed``), whether this call found it done
-    before, and the case a person holds for an escrowed one."""
-
-    receipt: dict[str, Any]
-    replayed: bool
-    case: EscrowCase | None = None
-
-    @property
-    def outcome(self) -> RecoveryOutcome:
-        """The receipt's outcome."""
-        return RecoveryOutcome(self.receipt["outcome"])
 
 
 class SystemOfRecord:
@@ -204,13 +159,13 @@ class SystemOfRecord:
             ValueError: ``t_req_ms`` is negative.
             StoreUnavailable: the database failed; nothing was granted.
         """
-        wanted = self._mutation(mutation)
+        wanted = parse_mutation(mutation)
         action = self._action(wanted.action)
         now = self.clock.now()
         with self.store.transaction() as conn:
             epoch = self._book.epoch_txn(conn, resource, lock=True)
             state = self.resources.read_txn(conn, resource, lock=True)
-            after = _run(action, state, wanted.params)
+            after = run_action(action, state, wanted.params)
             signed = grant(
                 resource=resource,
                 state=state,
@@ -272,8 +227,8 @@ class SystemOfRecord:
                 reason="MODE_UNSUPPORTED",
                 mode=mode.value,
             )
-        inverse = self._mutation(action.inverse(copy.deepcopy(state), dict(wanted.params)))
-        undone = _run(self._action(inverse.action), after, inverse.params)
+        inverse = parse_mutation(action.inverse(copy.deepcopy(state), dict(wanted.params)))
+        undone = run_action(self._action(inverse.action), after, inverse.params)
         if digest(undone) != digest(state):
             raise LeaseUnavailable(
                 f"the compensating action of {wanted.action} does not give back the state "
@@ -310,7 +265,7 @@ class SystemOfRecord:
             ResourceUnknown: no such resource.
             StoreUnavailable: the database failed; nothing was written.
         """
-        wanted = self._mutation(mutation).to_wire()
+        wanted = parse_mutation(mutation).to_wire()
         try:
             with self.store.transaction() as conn:
                 applied = self._apply_txn(conn, lease_doc, resource, wanted, fence_token, binding)
@@ -354,7 +309,7 @@ class SystemOfRecord:
         problem = _granted_problem(row, checked)
         if problem is not None:
             raise self._refusal(lease_doc, resource, "LEASE-GRANTED", problem)
-        after = _run(self._action(wanted["action"]), state, wanted["params"])
+        after = run_action(self._action(wanted["action"]), state, wanted["params"])
         # [LEASE-SHADOW] A dry-run shadow lease runs exactly the mutation it shadowed.
         if lease.recovery_mode == RecoveryMode.DRY_RUN_SHADOW and _checks.is_on("LEASE-SHADOW"):
             shadow = (lease.inverse or {}).get("shadow")
@@ -425,9 +380,9 @@ class SystemOfRecord:
         """
         with self.store.transaction() as conn:
             row = self._known_txn(conn, lease_id)
-            done = _done(row)
-            if done is not None:
-                return done
+            before = recovered_before(row)
+            if before is not None:
+                return before
             if row.status is LeaseStatus.GRANTED:
                 recovered = self._settle_txn(conn, row, RecoveryOutcome.VOIDED, None, None)
             else:
@@ -463,21 +418,21 @@ class SystemOfRecord:
             row = self._known_txn(conn, lease_id)
             escrow = row.lease["recoveryMode"] == RecoveryMode.HUMAN_ESCROW.value
             if row.status is LeaseStatus.RECOVERED and escrow:
-                return _stored(row)  # a retry; one the system recovered itself is not escrowed
+                return stored(row)  # a retry; one the system recovered itself is not escrowed
             if row.status is not LeaseStatus.ESCROWED:
-                raise _recovery_refused(
+                raise recovery_refused(
                     "NOT_ESCROWED", row, f"the lease is {row.status.value}, not escrowed"
                 )
-            lease = _lease(row)
+            lease = leased(row)
             if digest(state) != lease.pre_image_state_hash:
-                raise _recovery_refused("MISMATCH", row, "the state is not the leased pre-image")
+                raise recovery_refused("MISMATCH", row, "the state is not the leased pre-image")
             self._fenced_txn(conn, row, lease, also=lease.pre_image_state_hash)
             return self._settle_txn(conn, row, RecoveryOutcome.RESTORED, state, by)
 
     def _undo_txn(self, conn: Connection, row: LeaseRow) -> Recovered:
-        lease = _lease(row)
+        lease = leased(row)
         if to_ms(self.clock.now()) >= row.expires_at:
-            raise _recovery_refused(
+            raise recovery_refused(
                 "WINDOW_CLOSED", row, f"the rollback window ended at {lease.expires_at}"
             )
         live = self._fenced_txn(conn, row, lease)
@@ -486,17 +441,17 @@ class SystemOfRecord:
         if mode is RecoveryMode.HUMAN_ESCROW:
             return self._settle_txn(conn, row, RecoveryOutcome.ESCROWED, None, None)
         if mode is RecoveryMode.COMPENSATING_ACTION:
-            inverse = self._mutation(staged)
+            inverse = parse_mutation(staged)
             try:
-                restored = _run(self._action(inverse.action), live, inverse.params)
+                restored = run_action(self._action(inverse.action), live, inverse.params)
             except MutationInvalid as refused:  # it ran at grant; now it cannot restore
-                raise _recovery_refused("MISMATCH", row, refused.message) from None
+                raise recovery_refused("MISMATCH", row, refused.message) from None
         elif mode is RecoveryMode.SNAPSHOT_RESTORE:
             restored = staged["snapshot"]
         else:  # DRY_RUN_SHADOW: the shadow ran before; the pre-image was kept at grant
             restored = row.pre_image
         if digest(restored) != lease.pre_image_state_hash:
-            raise _recovery_refused("MISMATCH", row, f"{mode.value} would not restore it")
+            raise recovery_refused("MISMATCH", row, f"{mode.value} would not restore it")
         return self._settle_txn(conn, row, RecoveryOutcome.RESTORED, restored, None)
 
     def _fenced_txn(
@@ -507,7 +462,7 @@ class SystemOfRecord:
         epoch = self._book.epoch_txn(conn, row.resource, lock=True)
         live = self.resources.read_txn(conn, row.resource, lock=True)
         if epoch != lease.cas_fence_epoch or digest(live) not in (row.post_image_hash, also):
-            raise _recovery_refused(
+            raise recovery_refused(
                 "MOVED",
                 row,
                 f"{row.resource} changed after the leased mutation (epoch {epoch}, fence "
@@ -524,7 +479,7 @@ class SystemOfRecord:
         by: str | None,
     ) -> Recovered:
         """Write the restored state (if any) at a new epoch, sign the receipt, move the row."""
-        lease = _lease(row)
+        lease = leased(row)
         epoch = self._book.epoch_txn(conn, row.resource, lock=True)
         if restored is not None:
             # Recovery moves the epoch up, never back: a lease granted on the state the
@@ -558,7 +513,7 @@ class SystemOfRecord:
             conn, row.lease_id, was=row.status, to=status, now=to_ms(now), recovery_receipt=receipt
         )
         moved = dataclasses.replace(row, status=status, recovery_receipt=receipt)
-        return Recovered(receipt, replayed=False, case=_case(moved))
+        return Recovered(receipt, replayed=False, case=case_of(moved))
 
     # --- reading ---
 
@@ -588,16 +543,6 @@ class SystemOfRecord:
             return self.resources.read_txn(conn, resource, lock=False), epoch
 
     # --- helpers ---
-
-    def _mutation(self, mutation: Mapping[str, Any]) -> Mutation:
-        try:
-            return Mutation.model_validate(dict(mutation))
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            where = "/".join(str(p) for p in first["loc"])
-            raise MutationInvalid(
-                f"a mutation is {{action, params}}: {where}: {first['msg']}", where=where
-            ) from None
 
     def _action(self, name: str) -> Action:
         action = self._actions.get(name)
@@ -647,26 +592,6 @@ class SystemOfRecord:
         )
 
 
-def _run(action: Action, state: State, params: Mapping[str, Any]) -> State:
-    """Run ``action`` on a copy of ``state``; its refusal is ``MUTATION_INVALID``."""
-    try:
-        after = action.apply(copy.deepcopy(state), copy.deepcopy(dict(params)))
-    except (ValueError, KeyError, TypeError) as exc:
-        raise MutationInvalid(
-            f"{action.name} refused its params: {exc}", action=action.name
-        ) from None
-    if not isinstance(after, dict):
-        raise MutationInvalid(f"{action.name} left no state object", action=action.name)
-    try:
-        digest(after)
-    except InvalidJson as exc:
-        raise MutationInvalid(
-            f"{action.name} left a state with no canonical form: {exc.message}",
-            action=action.name,
-        ) from None
-    return after
-
-
 def _applied_before(
     row: LeaseRow | None,
     lease_doc: Mapping[str, Any] | bytes,
@@ -701,44 +626,3 @@ def _granted_problem(row: LeaseRow | None, checked: CheckedLease) -> str | None:
     if row.status is not LeaseStatus.GRANTED:
         return f"the lease is {row.status.value}: a lease covers one mutation, once"
     return None
-
-
-def _lease(row: LeaseRow) -> CompensationLease:
-    return CompensationLease.model_validate(row.lease)
-
-
-def _done(row: LeaseRow) -> Recovered | None:
-    """The stored outcome of a recovery run before, or ``None`` if there is none yet."""
-    if row.status in (LeaseStatus.RECOVERED, LeaseStatus.VOIDED, LeaseStatus.ESCROWED):
-        return _stored(row)
-    return None
-
-
-def _stored(row: LeaseRow) -> Recovered:
-    if row.recovery_receipt is None:  # never: every recovered status stores its receipt
-        raise LeaseUnknown(f"lease {row.lease_id} has no recovery receipt", lease_id=row.lease_id)
-    return Recovered(row.recovery_receipt, replayed=True, case=_case(row))
-
-
-def _case(row: LeaseRow) -> EscrowCase | None:
-    if row.status is not LeaseStatus.ESCROWED:
-        return None
-    lease = _lease(row)
-    staged = lease.inverse or {}
-    return EscrowCase(
-        lease_id=row.lease_id,
-        resource=row.resource,
-        address=str(staged.get("address")),
-        instructions=str(staged.get("instructions")),
-        pre_image_state_hash=lease.pre_image_state_hash,
-        pre_image=copy.deepcopy(row.pre_image),
-    )
-
-
-def _recovery_refused(reason: str, row: LeaseRow, message: str) -> RecoveryRefused:
-    return RecoveryRefused(
-        f"recovery of lease {row.lease_id} refused, {reason}: {message}; nothing was written",
-        reason=reason,
-        lease_id=row.lease_id,
-        resource=row.resource,
-    )
