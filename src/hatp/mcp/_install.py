@@ -6,16 +6,19 @@ The SDK (2.3) takes extensions only when an ``MCPServer`` is built
 already, with the SDK's own steps for constructor extensions: register what
 the extension contributes, then compose every extension's ``tools/call``
 interceptor around the server's handler again. Those two steps are private
-to the SDK, so this module is the one place that touches them, and refuses
-clearly if a later SDK has moved them.
+to the SDK, and so is its tool registry (where a leased tool's own input
+schema is set), so this module is the one place that touches them, and
+refuses clearly if a later SDK has moved them.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 from mcp.server.extension import Extension
 from mcp.server.mcpserver import MCPServer
 
-__all__ = ["install"]
+__all__ = ["install", "tool_registry"]
 
 
 def install(server: MCPServer, extension: Extension) -> None:
@@ -34,3 +37,18 @@ def install(server: MCPServer, extension: Extension) -> None:
         )
     apply(extension)
     compose()
+
+
+def tool_registry(server: MCPServer) -> Any:
+    """The server's tool registry, to show each leased tool's own input schema.
+
+    The SDK (2.3) takes a tool's schema only from a Python signature; the
+    registry is private, so this module is where it is reached, and it
+    refuses clearly if a later SDK has moved it.
+    """
+    registry = getattr(server, "_tool_manager", None)
+    if registry is None or not callable(getattr(registry, "get_tool", None)):
+        raise RuntimeError(
+            "this mcp SDK keeps its tools elsewhere; hatp cannot show the leased tools' schemas"
+        )
+    return registry

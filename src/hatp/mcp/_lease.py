@@ -53,7 +53,7 @@ from hatp.errors import (
 )
 from hatp.evidence import Keyring, digest
 from hatp.lease import LeaseCommit, SystemOfRecord, verify_receipt
-from hatp.mcp._install import install
+from hatp.mcp._install import install, tool_registry
 from hatp.mcp._wire import (
     COMMIT_RECEIPT_META_KEY,
     FENCE_TOKEN_META_KEY,
@@ -276,7 +276,7 @@ def lease_tools(server: MCPServer, sor: SystemOfRecord, tools: Sequence[LeasedTo
     names = [tool.name for tool in tools]
     if len(set(names)) != len(names):
         raise ValueError(f"two leased tools share a name: {sorted(names)}")
-    registry = _tool_registry(server)
+    registry = tool_registry(server)
     taken = [name for name in names if registry.get_tool(name) is not None]
     if taken:
         raise ValueError(f"the server has tools named {taken} already")
@@ -438,18 +438,3 @@ def _refused(reason: str, detail: str, **data: Any) -> EvidenceInvalid:
         what="commit receipt",
         **data,
     )
-
-
-def _tool_registry(server: MCPServer) -> Any:
-    """The server's tool registry, to show each leased tool's own input schema.
-
-    The SDK (2.3) takes a tool's schema only from a Python signature; the
-    registry is private, so this is the one place that reaches it, and it
-    refuses clearly if a later SDK has moved it.
-    """
-    registry = getattr(server, "_tool_manager", None)
-    if registry is None or not callable(getattr(registry, "get_tool", None)):
-        raise RuntimeError(
-            "this mcp SDK keeps its tools elsewhere; hatp cannot show the leased tools' schemas"
-        )
-    return registry
