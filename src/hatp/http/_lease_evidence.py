@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
-from hatp.errors import EvidenceInvalid, HatpError, SignatureInvalid
+from hatp.errors import HatpError, SignatureInvalid
 from hatp.evidence import Keyring, digest, parse_json, verify
 from hatp.http._lease_headers import RECEIPT_HEADER, strict_decode
 from hatp.lease import (
@@ -23,15 +23,17 @@ from hatp.lease import (
     LeaseCommit,
     LeaseRecovery,
     RecoveryMode,
-    verify_receipt,
+    check_commit_receipt,
+    check_receipt,
+    evidence_invalid,
 )
 from hatp.version import require_supported
 
 __all__ = [
+    "check_receipt",
     "checked_case",
     "checked_commit",
     "checked_lease",
-    "checked_receipt",
     "lease_receipt",
     "read_document",
 ]
@@ -48,9 +50,9 @@ def read_document(raw: bytes, what: str) -> dict[str, Any]:
     try:
         doc = parse_json(raw)
     except HatpError as exc:
-        raise _invalid("ENCODING", what, f"it is not strict JSON: {exc.message}") from None
+        raise evidence_invalid("ENCODING", what, f"it is not strict JSON: {exc.message}") from None
     if not isinstance(doc, dict):
-        raise _invalid("ENCODING", what, "it is not a JSON object")
+        raise evidence_invalid("ENCODING", what, "it is not a JSON object")
     return doc
 
 
@@ -73,15 +75,15 @@ def checked_lease(
         require_supported(doc, "lease")
         lease = CompensationLease.model_validate(dict(doc))
     except (ValidationError, HatpError) as exc:
-        raise _invalid("SHAPE", what, f"not a CompensationLease: {_first(exc)}") from None
+        raise evidence_invalid("SHAPE", what, f"not a CompensationLease: {_first(exc)}") from None
     if lease.signature is None:
-        raise _invalid("SIGNATURE", what, "it carries no signature")
+        raise evidence_invalid("SIGNATURE", what, "it carries no signature")
     try:
         signer = verify(doc, keyring)
     except SignatureInvalid as exc:
-        raise _invalid("SIGNATURE", what, exc.message, signature=exc.reason) from None
+        raise evidence_invalid("SIGNATURE", what, exc.message, signature=exc.reason) from None
     if signer.issuer != lease.issuer:
-        raise _invalid(
+        raise evidence_invalid(
             "SIGNATURE", what, f"signed by a key of {signer.issuer!r}, not {lease.issuer}"
         )
     wanted = None if binding is None else binding.to_wire()
@@ -93,7 +95,9 @@ def checked_lease(
         ("binding", wanted, got),
     ):
         if asked != found:
-            raise _invalid("MISMATCH", what, f"{member} is {found!r}, not {asked!r} as asked")
+            raise evidence_invalid(
+                "MISMATCH", what, f"{member} is {found!r}, not {asked!r} as asked"
+            )
     return lease
 
 
@@ -111,40 +115,13 @@ def checked_commit(
     """
     what = "commit receipt"
     if header is None:
-        raise _invalid("MISSING", what, f"the answer carries no {RECEIPT_HEADER} header")
+        raise evidence_invalid("MISSING", what, f"the answer carries no {RECEIPT_HEADER} header")
     raw = strict_decode(header)
     if raw is None:
-        raise _invalid("ENCODING", what, f"{RECEIPT_HEADER} is not unpadded base64url")
+        raise evidence_invalid("ENCODING", what, f"{RECEIPT_HEADER} is not unpadded base64url")
     receipt = read_document(raw, what)
-    commit = checked_receipt(receipt, keyring, LeaseCommit, what)
-    for member, asked, found in (
-        ("leaseId", lease.get("leaseId"), commit.lease_id),
-        ("leaseDigest", _digest_of(lease), commit.lease_digest),
-        ("resource", lease.get("resource"), commit.resource),
-        ("mutationDigest", lease.get("mutationDigest"), commit.mutation_digest),
-    ):
-        if asked != found:
-            raise _invalid("MISMATCH", what, f"{member} is {found!r}, not the lease's {asked!r}")
+    commit = check_commit_receipt(receipt, lease, keyring)
     return receipt, commit
-
-
-def checked_receipt(
-    receipt: Mapping[str, Any], keyring: Keyring, kind: type[_Kind], what: str
-) -> _Kind:
-    """Check a receipt offline (:func:`hatp.lease.verify_receipt`) and that it is of ``kind``.
-
-    Raises:
-        EvidenceInvalid: ``SHAPE`` or ``SIGNATURE``.
-    """
-    try:
-        parsed = verify_receipt(receipt, keyring)
-    except SignatureInvalid as exc:
-        raise _invalid("SIGNATURE", what, exc.message, signature=exc.reason) from None
-    except HatpError as exc:
-        raise _invalid("SHAPE", what, exc.message) from None
-    if not isinstance(parsed, kind):
-        raise _invalid("SHAPE", what, f"it is a {receipt.get('kind')!r} receipt")
-    return parsed
 
 
 def lease_receipt(
@@ -156,10 +133,12 @@ def lease_receipt(
         EvidenceInvalid: ``SHAPE``, ``SIGNATURE`` or ``MISMATCH`` (another lease's).
     """
     if not isinstance(receipt, dict):
-        raise _invalid("SHAPE", what, "it is not a JSON object")
-    parsed = checked_receipt(receipt, keyring, kind, what)
+        raise evidence_invalid("SHAPE", what, "it is not a JSON object")
+    parsed = check_receipt(receipt, keyring, kind, what)
     if parsed.lease_id != lease_id:
-        raise _invalid("MISMATCH", what, f"it names lease {parsed.lease_id!r}, not {lease_id!r}")
+        raise evidence_invalid(
+            "MISMATCH", what, f"it names lease {parsed.lease_id!r}, not {lease_id!r}"
+        )
     return receipt, parsed
 
 
@@ -177,9 +156,9 @@ def checked_case(doc: object, lease_id: str) -> EscrowCase:
         or not all(isinstance(doc[k], str) for k in texts)
         or not isinstance(doc["preImage"], dict)
     ):
-        raise _invalid("SHAPE", what, f"a case is exactly {{{', '.join(texts)}, preImage}}")
+        raise evidence_invalid("SHAPE", what, f"a case is exactly {{{', '.join(texts)}, preImage}}")
     if doc["leaseId"] != lease_id:
-        raise _invalid("MISMATCH", what, f"it is the case of {doc['leaseId']!r}")
+        raise evidence_invalid("MISMATCH", what, f"it is the case of {doc['leaseId']!r}")
     return EscrowCase(
         lease_id=doc["leaseId"],
         resource=doc["resource"],
@@ -190,24 +169,8 @@ def checked_case(doc: object, lease_id: str) -> EscrowCase:
     )
 
 
-def _digest_of(doc: Mapping[str, Any]) -> str | None:
-    try:
-        return digest(dict(doc))
-    except HatpError:
-        return None
-
-
 def _first(exc: Exception) -> str:
     if isinstance(exc, ValidationError):
         first = exc.errors()[0]
         return f"/{'/'.join(str(p) for p in first['loc'])}: {first['msg']}"
     return exc.message if isinstance(exc, HatpError) else str(exc)
-
-
-def _invalid(reason: str, what: str, detail: str, **data: Any) -> EvidenceInvalid:
-    return EvidenceInvalid(
-        f"the {what} the system of record handed back is refused, {reason}: {detail}",
-        reason=reason,
-        what=what,
-        **data,
-    )

@@ -15,6 +15,7 @@ rejection receipt that :func:`verify_rejection` checks offline.
 """
 
 from hatp.lease._actions import Action
+from hatp.lease._evidence import check_commit_receipt, check_receipt, evidence_invalid
 from hatp.lease._issue import grant
 from hatp.lease._model import (
     LEASE_ID_PATTERN,
@@ -58,6 +59,9 @@ __all__ = [
     "State",
     "SystemOfRecord",
     "TableResources",
+    "check_commit_receipt",
+    "check_receipt",
+    "evidence_invalid",
     "grant",
     "inverse_problem",
     "verify_lease",

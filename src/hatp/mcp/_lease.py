@@ -44,15 +44,13 @@ from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
 from hatp.errors import (
-    EvidenceInvalid,
     HatpError,
     LeaseRequired,
     MutationInvalid,
     PeerIncompatible,
-    SignatureInvalid,
 )
 from hatp.evidence import Keyring, digest
-from hatp.lease import LeaseCommit, SystemOfRecord, verify_receipt
+from hatp.lease import LeaseCommit, SystemOfRecord, check_commit_receipt, evidence_invalid
 from hatp.mcp._install import install, tool_registry
 from hatp.mcp._wire import (
     COMMIT_RECEIPT_META_KEY,
@@ -331,7 +329,7 @@ async def call_leased(
         MCPError: any other JSON-RPC error (the mutation may have applied).
     """
     _check_leased(client, tool)
-    lease_digest = digest(dict(lease))
+    digest(dict(lease))  # a lease with no canonical form is refused before anything is sent
     meta: dict[str, Any] = {LEASE_META_KEY: dict(lease)}
     if fence_token is not None:
         meta[FENCE_TOKEN_META_KEY] = fence_token
@@ -344,26 +342,12 @@ async def call_leased(
         raise
     signed = (result.meta or {}).get(COMMIT_RECEIPT_META_KEY)
     if result.is_error or not isinstance(signed, dict):
-        raise _refused(
-            "MISSING", f"the result of {tool} carries no _meta[{COMMIT_RECEIPT_META_KEY!r}]"
+        raise evidence_invalid(
+            "MISSING",
+            "commit receipt",
+            f"the result of {tool} carries no _meta[{COMMIT_RECEIPT_META_KEY!r}]",
         )
-    try:
-        receipt = verify_receipt(signed, keyring)
-    except SignatureInvalid as exc:
-        raise _refused("SIGNATURE", exc.message, signature=exc.reason) from None
-    except HatpError as exc:
-        raise _refused("SHAPE", exc.message) from None
-    if not isinstance(receipt, LeaseCommit):
-        raise _refused("SHAPE", f"it is a {signed.get('kind')!r} receipt")
-    for member, asked, found in (
-        ("leaseId", lease.get("leaseId"), receipt.lease_id),
-        ("leaseDigest", lease_digest, receipt.lease_digest),
-        ("resource", lease.get("resource"), receipt.resource),
-        ("mutationDigest", lease.get("mutationDigest"), receipt.mutation_digest),
-        ("issuer", lease.get("issuer"), receipt.issuer),
-    ):
-        if asked != found:
-            raise _refused("MISMATCH", f"{member} is {found!r}, not the lease's {asked!r}")
+    receipt = check_commit_receipt(signed, lease, keyring)
     return LeasedResult(result=result, receipt=receipt, signed=signed)
 
 
@@ -427,14 +411,3 @@ def _check_leased(client: Client, tool: str) -> None:
             reason="METHOD",
             tool=tool,
         )
-
-
-def _refused(reason: str, detail: str, **data: Any) -> EvidenceInvalid:
-    # Not a refusal by the server: the mutation may have applied, and a retry
-    # with the same lease is answered with the stored receipt.
-    return EvidenceInvalid(
-        f"the commit receipt the system of record handed back is refused, {reason}: {detail}",
-        reason=reason,
-        what="commit receipt",
-        **data,
-    )
