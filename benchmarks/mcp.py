@@ -49,9 +49,9 @@ from mcp import Client
 
 from _timing import Timing
 from _trip_rig import LOG, Rig
-from hatp.demo._mcp_link import McpLink
 from hatp.demo._mcp_process import log_file, stdio_client_for
 from hatp.demo.trip import PARTICIPANT_IDS, PAYMENTS
+from hatp.mcp import McpLink
 from hatp.participant import Participant
 from hatp.store import DecisionLog
 

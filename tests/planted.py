@@ -504,6 +504,12 @@ def _txn_approver_without_vote() -> Any:
     )
 
 
+def _txn_approved_without_passkey() -> Any:
+    # Finance needs the approver's passkey. The gateway holds Alice's vote key (it signs
+    # at her terminal) but not her passkey: it signs her approve alone, and counts it.
+    return _committed_on(lambda b: b.approval(), trip_plan(passkey=True))
+
+
 def _txn_pending_forged() -> Any:
     b = TxnBuilder().voted(approval=None)
     b.pending_asked(pending=b.pending(by=COORDINATOR)).approved().decided("commit")
@@ -723,6 +729,9 @@ CASES: tuple[Planted, ...] = (
             _txn_voter_not_decided),
     Planted("txn-approver-without-vote", "TXN-APPROVERS", "record",
             "bob listed as an approver without a vote of his", _txn_approver_without_vote),
+    Planted("txn-approved-without-passkey", "TXN-PASSKEY", "record",
+            "finance needs the approver's passkey; a gateway holding alice's vote key "
+            "approved for her without it", _txn_approved_without_passkey),
     Planted("txn-approved-after-deadline", "TXN-APPROVE-BY", "record",
             "finance approved after the approval deadline the holds set, and it was counted",
             _txn_approved_after_deadline),

@@ -81,6 +81,7 @@ def test_every_switchable_check_in_the_code_has_a_planted_violation() -> None:
     from directory.test_switch_off import CASES as DIRECTORY_CASES
     from gate.test_planted_calls import CASES as GATE_CASES
     from gateway.test_gateway_switch_off import CASES as GATEWAY_VOTE_CASES
+    from gateway.test_passkey_votes import CASES as GATEWAY_PASSKEY_CASES
     from gateway.test_planted_txns import CASES as PLANTED_TXNS
     from gateway.test_switch_off import CASES as GATEWAY_CASES
     from gateway.test_tighten import CASES as GATEWAY_TIGHTEN_CASES
@@ -96,6 +97,7 @@ def test_every_switchable_check_in_the_code_has_a_planted_violation() -> None:
         | set(DIRECTORY_CASES)
         | {check for case in GATEWAY_CASES.values() for check in case.checks}
         | {check for case in GATEWAY_VOTE_CASES.values() for check in case.checks}
+        | {check for case in GATEWAY_PASSKEY_CASES.values() for check in case.checks}
         | {check for case in GATEWAY_TIGHTEN_CASES.values() for check in case.checks}
         | {check for case in PLANTED_TXNS for check in case.checks}
         | {case.check for case in GATE_CASES.values()}

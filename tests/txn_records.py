@@ -28,12 +28,13 @@ reproducible byte for byte (the planted fixtures depend on it).
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from directory.people import ISSUER as DIRECTORY
-from directory.people import card, passkey
+from directory.people import authenticator, card, passkey
 from hatp.clock import ManualClock, format_time, parse_time
 from hatp.directory import Directory, sign_card
 from hatp.evidence import (
@@ -45,7 +46,8 @@ from hatp.evidence import (
     sign,
     verify_record,
 )
-from hatp.gateway import Routed, route
+from hatp.evidence._b64 import b64url_encode
+from hatp.gateway import Routed, route, sign_passkey_vote
 from hatp.model import (
     Approval,
     ChainEstimate,
@@ -112,10 +114,16 @@ def keyring() -> Keyring:
 
 
 def trip_plan(
-    txn_id: str = TXN_ID, *, pay: str = "1900.00", quorum: str | None = None, mode: str = "auto"
+    txn_id: str = TXN_ID,
+    *,
+    pay: str = "1900.00",
+    quorum: str | None = None,
+    mode: str = "auto",
+    passkey: bool | dict[str, Any] = False,
 ) -> dict[str, Any]:
     """Return the trip's plan in its normal form (what ``txn.planned`` carries);
-    ``quorum`` (``"2-of-3"``) asks finance for that many people, ``mode`` is phase 1's."""
+    ``quorum`` (``"2-of-3"``) asks finance for that many people, ``mode`` is phase 1's,
+    ``passkey`` finance's passkey requirement."""
     plan = {
         "hatpVersion": PROTOCOL_VERSION,
         "txnId": txn_id,
@@ -134,7 +142,7 @@ def trip_plan(
             {
                 "groupId": "finance",
                 "address": FINANCE if quorum is None else f"{FINANCE}?quorum={quorum}",
-                "requirement": {"action": "approve.spend", "tolerance": "0.02"},
+                "requirement": {"action": "approve.spend", "tolerance": "0.02", "passkey": passkey},
             }
         ],
         "deadlines": {"decideBy": format_time(START + timedelta(minutes=15))},
@@ -341,9 +349,11 @@ class TxnBuilder:
         *,
         group_id: str = "finance",
         key: SigningKey | None = None,
+        passkey: bool = False,
         **change: Any,
     ) -> dict[str, Any]:
-        """``human``'s signed vote, with the key on their card unless ``key`` is given."""
+        """``human``'s signed vote, with the key on their card unless ``key`` is given;
+        with ``passkey``, their passkey's assertion on it too (made before ``change``)."""
         vote = {
             "hatpVersion": PROTOCOL_VERSION,
             "kind": "human-vote",
@@ -354,8 +364,12 @@ class TxnBuilder:
             "human": human,
             "decision": decision,
             "time": self.now(),
-            **change,
         }
+        if passkey:
+            vote["passkey"] = _assertion(
+                vote, {k: v for k, v in change.items() if k == "termsDigest"}
+            )
+        vote.update(change)
         signed = sign(vote, key or PERSON_KEYS[human])
         HumanVote.model_validate(signed)
         return signed
@@ -751,3 +765,21 @@ def only(rule: str, record: dict[str, Any], ring: Keyring | None = None) -> list
     assert set(found) == {rule}, {r: [f.detail for f in fs] for r, fs in found.items()}
     assert all(f.result is Result.FAIL for f in found[rule])
     return found[rule]
+
+
+def _assertion(vote: Mapping[str, Any], terms: Mapping[str, Any]) -> dict[str, Any]:
+    """The passkey member of ``vote`` by its voter's software passkey, over a nonce of
+    the ask (ECDSA: a new signature every time)."""
+    human = str(vote["human"])
+    nonce = b64url_encode(hashlib.sha256(f"{vote['askId']} {human}".encode()).digest()[:16])
+    payload = {k: vote[k] for k in ("askId", "txnId", "planDigest", "groupId", "human")}
+    payload.update(terms)
+    made = sign_passkey_vote(
+        authenticator(human.rsplit("/", 1)[1]),
+        payload,
+        vote["decision"],
+        nonce,
+        parse_time(str(vote["time"])),
+    )
+    member: dict[str, Any] = made["passkey"]
+    return member

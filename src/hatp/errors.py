@@ -36,6 +36,7 @@ MCP JSON-RPC error.
     ├── AskConflict            ASK_CONFLICT
     ├── AskWithdrawn           ASK_WITHDRAWN
     ├── ResponseRefused        RESPONSE_REFUSED    (data.reason: a key of RESPONSE_REASONS)
+    ├── PasskeyInvalid         PASSKEY_INVALID     (data.reason: a key of PASSKEY_REASONS)
     ├── ApprovalRequired       APPROVAL_REQUIRED   (data.requirement: what to ask for)
     ├── ApprovalInvalid        APPROVAL_INVALID    (data.reason: a key of APPROVAL_REASONS)
     ├── ApprovalUnknown        APPROVAL_UNKNOWN
@@ -61,7 +62,10 @@ MCP JSON-RPC error.
     ├── RecoveryRefused        RECOVERY_REFUSED    (data.reason: a key of RECOVERY_REASONS)
     ├── HeaderInvalid          HEADER_INVALID      (data.header: which HTTP header)
     ├── Unauthenticated        UNAUTHENTICATED     (HTTP 401)
-    └── EvidenceInvalid        EVIDENCE_INVALID    (data.reason: a key of EVIDENCE_REASONS)
+    ├── EvidenceInvalid        EVIDENCE_INVALID    (data.reason: a key of EVIDENCE_REASONS)
+    ├── BodyTooLarge           BODY_TOO_LARGE      (HTTP 413; data.limit)
+    ├── CardUnknown            CARD_UNKNOWN        (data.card)
+    └── ConfigInvalid          CONFIG_INVALID      (data.key names the setting)
 """
 
 from __future__ import annotations
@@ -229,6 +233,7 @@ PLAN_REASONS: dict[str, str] = {
     "TIER_MISMATCH": "the branch's tier is the tier the participant declares",
     "UNKNOWN_MODE": "a mode is auto, parallel, approval-first or holds-first",
     "RECOVERY_INCOMPLETE": "a consented off-session re-authorization names its cap and mandate",
+    "PASSKEY": 'a group\'s requirement.passkey is true, false or {"above": amount}',
 }
 
 
@@ -521,10 +526,49 @@ RESPONSE_REASONS: dict[str, str] = {
     "NOT_ASKED": "the person was asked and the ask still stands for them (GW-VOTE-ASKED)",
     "TWICE": "a person votes once (GW-VOTE-ONCE)",
     "SIGNATURE": "a vote is signed by an Ed25519 key on the voter's own card (GW-VOTE-SIGNED)",
+    "PASSKEY": "a vote's passkey assertion verifies against the voter's card, and an approve "
+    "in a group that needs one carries it (GW-PASSKEY; data.passkeyReason says which step)",
     "WRONG_KIND": "a vote goes to an approval ask, an answer to a question (GW-VOTE-SHAPE)",
 }
 
 __all__ += ["RESPONSE_REASONS", "AskConflict", "AskUnknown", "AskWithdrawn", "ResponseRefused"]
+
+
+class PasskeyInvalid(HatpError):
+    """A passkey's WebAuthn registration, or its assertion on a vote, is refused.
+
+    ``data.reason`` is a key of :data:`PASSKEY_REASONS`; ``data.kid`` names the
+    card's passkey when it is known.
+    """
+
+    code = "PASSKEY_INVALID"
+
+    @property
+    def reason(self) -> str:
+        """The stable reason code, e.g. ``CHALLENGE`` or ``SIGNATURE``."""
+        return str(self.data.get("reason"))
+
+
+#: Every ``PASSKEY_INVALID`` reason and what a passing response shows (docs/spec.md §19).
+PASSKEY_REASONS: dict[str, str] = {
+    "SHAPE": "the response has the WebAuthn form: base64url members, clientDataJSON a JSON "
+    "object, authenticator data that parses",
+    "REQUIRED": "an approve vote in a group that needs a passkey carries a passkey assertion",
+    "KEY_UNKNOWN": "the assertion names a passkey on the voter's card (kid and credentialId)",
+    "NONCE": "the assertion's nonce is the one the gateway issued this person on this ask",
+    "NONCE_USED": "a nonce is used once",
+    "TYPE": "clientDataJSON.type is webauthn.get (webauthn.create when registering)",
+    "CHALLENGE": "the challenge is the vote's (or the registration's)",
+    "ORIGIN": "the origin is one the gateway serves and fits the rpId, and not crossOrigin",
+    "RP_ID": "the authenticator data's rpIdHash is the SHA-256 of the passkey's rpId",
+    "USER_PRESENCE": "the authenticator saw the user (flag UP)",
+    "USER_VERIFICATION": "the authenticator verified the user (flag UV)",
+    "SIGN_COUNT": "the sign count is above the last one seen (or both are 0)",
+    "ALGORITHM": "a registered passkey is ES256 on P-256",
+    "SIGNATURE": "the ES256 signature over authenticatorData || SHA-256(clientDataJSON) verifies",
+}
+
+__all__ += ["PASSKEY_REASONS", "PasskeyInvalid"]
 
 
 # --- Approval-gated tool calls (docs/spec.md §20) ---
@@ -956,3 +1000,29 @@ class EvidenceInvalid(HatpError):
 
 
 __all__ += ["EVIDENCE_REASONS", "EvidenceInvalid", "HeaderInvalid", "Unauthenticated"]
+
+
+# --- hatp serve: the JSON API of the gateway, directory and coordinator (hatp.http) ---
+
+
+class BodyTooLarge(HatpError):
+    """A request body is larger than the server reads (HTTP 413; ``data.limit`` in bytes);
+    nothing ran: send a smaller one."""
+
+    code = "BODY_TOO_LARGE"
+
+
+class CardUnknown(HatpError):
+    """The directory holds no Human Card with this id (``data.card``)."""
+
+    code = "CARD_UNKNOWN"
+
+
+class ConfigInvalid(HatpError):
+    """A server's configuration cannot be used (``data.key`` names the setting, e.g.
+    ``gateway.key``); nothing was started: fix that setting."""
+
+    code = "CONFIG_INVALID"
+
+
+__all__ += ["BodyTooLarge", "CardUnknown", "ConfigInvalid"]

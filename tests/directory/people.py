@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import functools
 from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ec import SECP256R1, derive_private_key
@@ -10,6 +11,7 @@ from cryptography.hazmat.primitives.asymmetric.ec import SECP256R1, derive_priva
 from hatp.directory import Directory, sign_card
 from hatp.evidence import Keyring, SigningKey
 from hatp.evidence._b64 import b64url_encode
+from hatp.gateway import SoftwareAuthenticator
 
 ISSUER = "https://directory.acme.com"
 #: The post's $25,000 request: who the finance-approver role matched, and why none was asked.
@@ -58,6 +60,16 @@ def passkey(name: str) -> dict[str, str]:
         "credentialId": "Y3JlZC0x",
         "rpId": "acme.com",
     }
+
+
+@functools.cache
+def authenticator(name: str) -> SoftwareAuthenticator:
+    """The software passkey whose public key :func:`passkey` puts on ``name``'s card
+    (one per name, so its sign count only goes up)."""
+    key = derive_private_key(len(name) + 1000, SECP256R1())
+    return SoftwareAuthenticator(
+        "acme.com", f"human://acme.com/{name}#passkey-1", private_key=key, credential_id=b"cred-1"
+    )
 
 
 def card(name: str, limit: str | None = "10000", **changes: Any) -> dict[str, Any]:

@@ -9,19 +9,19 @@ Ed25519 key (``KEYS[name]``) that signs their votes, reachable on the
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from directory.people import DIRECTORY_KEY, ISSUER, card, directory, passkey
+from directory.people import DIRECTORY_KEY, ISSUER, authenticator, card, directory, passkey
 from gateway.routes import GATEWAY_ID, GATEWAY_KEY, branch
 from hatp.clock import ManualClock, format_time
 from hatp.coordinator import ApprovalRequest
 from hatp.directory import Directory, sign_card
 from hatp.directory._cards import verify_card
 from hatp.evidence import Keyring, SigningKey, digest
-from hatp.gateway import HumanGateway, MemoryChannel, Notice, Person, sign_vote
+from hatp.gateway import HumanGateway, MemoryChannel, Notice, Person, sign_passkey_vote, sign_vote
 from hatp.model import parse_plan
 from hatp.store import AskStore, Store, open_store
 
@@ -146,6 +146,24 @@ def vote(notice: Notice, decision: str = "approve", at: datetime | None = None) 
     return sign_vote(KEYS[name], notice.payload, decision, at or START)  # type: ignore[arg-type]
 
 
+def passkey_vote(
+    notice: Notice, decision: str = "approve", *, signed: bool = False
+) -> dict[str, Any]:
+    """The notice's person's vote signed by their passkey over the notice's nonce (and by
+    their Ed25519 key too if ``signed``)."""
+    name = notice.human.rsplit("/", 1)[1]
+    if notice.nonce is None:
+        raise AssertionError(f"the notice to {notice.human} carries no passkey nonce")
+    return sign_passkey_vote(
+        authenticator(name),
+        notice.payload,
+        decision,  # type: ignore[arg-type]
+        notice.nonce,
+        START,
+        key=KEYS[name] if signed else None,
+    )
+
+
 def check_card(doc: dict[str, Any]) -> str:
     """The id of a card as the directory signed it (raises if it does not verify)."""
     return verify_card(doc, Keyring([(DIRECTORY_KEY.public, ISSUER)], [ISSUER])).id
@@ -170,7 +188,9 @@ class World:
         people: Mapping[str, Person] | None = None,
         clock: ManualClock | None = None,
         channel_type: str = "web",
+        passkey_origins: Sequence[str] | None = None,
     ) -> None:
+        self.passkey_origins = passkey_origins
         self.clock = clock or ManualClock(START)
         self.directory = found
         self.store_url = store_url
@@ -191,6 +211,7 @@ class World:
             {self.channel.channel_type: self.channel},
             self.clock,
             initiator_principals={AGENT: PRINCIPAL},
+            passkey_origins=self.passkey_origins,
         )
         return self.gateway
 

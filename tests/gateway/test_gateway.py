@@ -17,6 +17,7 @@ from gateway.people import (
     check_card,
     human,
     keyring,
+    passkey_vote,
     people_directory,
     person_card,
     plan_doc,
@@ -234,7 +235,7 @@ def test_a_group_that_requires_a_passkey_asks_only_people_with_one(store_url: st
 
     async def body(w: World) -> None:
         pending = await w.gateway.ask(request(doc))
-        await w.gateway.submit_vote(pending["askId"], vote(w.inbox("bob")[0]))
+        await w.gateway.submit_vote(pending["askId"], passkey_vote(w.inbox("bob")[0]))
         approval = await w.gateway.poll(pending["askId"])
         assert humans(approval)[human("alice")] == ("excluded", "passkey")
 

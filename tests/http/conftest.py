@@ -45,6 +45,7 @@ from hatp.http import (
 )
 from hatp.lease import State, SystemOfRecord
 from hatp.store import Store
+from serve_world import serve  # noqa: F401  (hatp serve's app over the trip world)
 
 T = TypeVar("T")
 

@@ -10,11 +10,12 @@ from starlette.requests import Request
 
 from hatp.errors import (
     LEASE_REASONS,
+    RESPONSE_REASONS,
     HatpError,
     InvalidJson,
     LeaseRefused,
     LeaseRequired,
-    PlanInvalid,
+    RecordInvalid,
     RecoveryRefused,
     error_from_dict,
 )
@@ -78,7 +79,9 @@ def test_the_table_names_only_codes_that_exist() -> None:
     codes = _codes()
     for code, reason in HTTP_STATUS:
         assert code in codes
-        assert reason is None or reason in LEASE_REASONS
+        assert reason is None or reason in (
+            LEASE_REASONS if code == "LEASE_REFUSED" else RESPONSE_REASONS
+        )
 
 
 def test_a_lease_refusal_for_a_reason_not_yet_known_is_403() -> None:
@@ -87,7 +90,7 @@ def test_a_lease_refusal_for_a_reason_not_yet_known_is_403() -> None:
 
 
 def test_any_other_hatp_error_is_400() -> None:
-    assert status_of(PlanInvalid("SECOND_FINAL", "two finals")) == DEFAULT_STATUS == 400
+    assert status_of(RecordInvalid("not a record")) == DEFAULT_STATUS == 400
     assert status_of(HatpError("m")) == 400
 
 

@@ -19,9 +19,9 @@ from mcp import Client
 
 from hatp.clock import SystemClock
 from hatp.demo import AIRLINE, HOTEL, PARTICIPANT_IDS, TripWorld, trip_plan
-from hatp.demo._mcp_link import McpLink
 from hatp.demo._mcp_process import HttpServer, log_file, server_command, stdio_client_for
 from hatp.errors import ParticipantUnavailable, PeerIncompatible
+from hatp.mcp import McpLink
 from hatp.model import TxnState
 from hatp.participant import Participant
 from hatp.store import DecisionLog, open_store

@@ -167,6 +167,20 @@ CASES: list[tuple[str, str, Callable[[dict[str, Any]], object], str]] = [
     ),
     ("PLAN-MODE", "UNKNOWN_MODE", lambda d: d.update(mode="sometimes"), "/mode"),
     (
+        "PLAN-PASSKEY",
+        "PASSKEY",
+        lambda d: d["approvals"][0]["requirement"].update(passkey="above 500"),
+        "/approvals/0/requirement/passkey",
+    ),
+    (
+        "PLAN-PASSKEY",
+        "PASSKEY",
+        lambda d: d["approvals"][0]["requirement"].update(
+            passkey={"above": {"value": "-1", "currency": "USD"}}
+        ),
+        "/approvals/0/requirement/passkey",
+    ),
+    (
         "PLAN-RECOVERY",
         "RECOVERY_INCOMPLETE",
         lambda d: d.update(recovery={"offSessionReauth": {"consented": True, "mandate": "pm_1"}}),

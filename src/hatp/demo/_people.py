@@ -10,18 +10,21 @@ ask passes over two of them for reasons the record shows:
 
 Each person's Ed25519 key (``folder/keys/people/<name>.jwk``) is on their
 card; their votes are signed with it, so an auditor checks who decided
-without taking the gateway's word.
+without taking the gateway's word. A world opened with passkeys also puts
+each person's passkey (a :class:`~hatp.gateway.SoftwareAuthenticator`) on
+their card.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from hatp.directory import Directory, sign_card
 from hatp.evidence import Keyring, SigningKey
+from hatp.gateway import SoftwareAuthenticator
 from hatp.version import PROTOCOL_VERSION
 
 __all__ = ["DIRECTORY", "PEOPLE", "Person", "acme_directory"]
@@ -52,7 +55,9 @@ PEOPLE: tuple[Person, ...] = (
 )
 
 
-def _card(person: Person, key: SigningKey) -> dict[str, Any]:
+def _card(
+    person: Person, key: SigningKey, passkey: SoftwareAuthenticator | None = None
+) -> dict[str, Any]:
     return {
         "hatpVersion": PROTOCOL_VERSION,
         "id": person.id,
@@ -68,25 +73,29 @@ def _card(person: Person, key: SigningKey) -> dict[str, Any]:
         "sla": {"decideSeconds": person.decide_seconds},
         "capacity": {"maxOpen": 10, "open": 1},
         "delegates": [f"human://acme.com/{d}" for d in person.delegates],
-        "keys": [key.public.to_jwk()],
+        "keys": [key.public.to_jwk()] + ([] if passkey is None else [passkey.key_entry()]),
         "issuer": DIRECTORY,
     }
 
 
 def acme_directory(
-    keys_folder: Path, load_or_make: Callable[[Path, str], SigningKey]
+    keys_folder: Path,
+    load_or_make: Callable[[Path, str], SigningKey],
+    passkeys: Mapping[str, SoftwareAuthenticator] | None = None,
 ) -> tuple[Directory, dict[str, SigningKey], SigningKey]:
     """Return acme's directory, each person's key (by id) and the directory's key.
 
     ``load_or_make(path, kid)`` loads a key file or makes it (shared with the
     trip world, so several processes on one folder agree on every key).
+    ``passkeys`` (by person id) puts each one's passkey on their card.
     """
+    passkeys = passkeys or {}
     (keys_folder / "people").mkdir(parents=True, exist_ok=True)
     directory_key = load_or_make(keys_folder / "directory.jwk", f"{DIRECTORY}#key-1")
     people = {
         p.id: load_or_make(keys_folder / "people" / f"{p.name}.jwk", f"{p.id}#key-1")
         for p in PEOPLE
     }
-    cards = [sign_card(_card(p, people[p.id]), directory_key) for p in PEOPLE]
+    cards = [sign_card(_card(p, people[p.id], passkeys.get(p.id)), directory_key) for p in PEOPLE]
     trusting = Keyring([(directory_key.public, DIRECTORY)], trusted_issuers=[DIRECTORY])
     return Directory(DIRECTORY, cards, trusting), people, directory_key

@@ -30,11 +30,11 @@ from typing import Any, TextIO, TypeVar
 
 from hatp.clock import Clock, SystemClock
 from hatp.coordinator import Coordinator
-from hatp.demo._mcp_link import McpLink
 from hatp.demo._mcp_process import HttpServer, log_file, stdio_client_for
 from hatp.demo.scenarios import DemoRun, Scenario
 from hatp.demo.trip import AIRLINE, CALENDAR, HOTEL, PAYMENTS, TripWorld, trip_plan
 from hatp.gateway import Channel, MemoryChannel
+from hatp.mcp import McpLink
 from hatp.participant import Participant, Relay
 from hatp.store import DecisionLog, open_store
 

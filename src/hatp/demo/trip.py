@@ -12,20 +12,29 @@ from __future__ import annotations
 import os
 import secrets
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.serialization import (
+    Encoding,
+    NoEncryption,
+    PrivateFormat,
+    load_pem_private_key,
+)
+
 from hatp.clock import Clock, format_time
 from hatp.coordinator import Coordinator, Gateway
 from hatp.demo import _airline, _calendar, _hotel, _payments
 from hatp.demo._ledger import LedgerLine, Seed, Service, read_lines
-from hatp.demo._people import DIRECTORY, acme_directory
+from hatp.demo._people import DIRECTORY, PEOPLE, acme_directory
 from hatp.directory import Directory
+from hatp.errors import KeyInvalid
 from hatp.evidence import Keyring, SigningKey
-from hatp.gateway import Channel, HumanGateway, MemoryChannel, Person
+from hatp.gateway import Channel, HumanGateway, MemoryChannel, Person, SoftwareAuthenticator
 from hatp.participant import Participant, ParticipantServer
 from hatp.store import AskStore, DecisionLog, Store, open_store
 from hatp.version import PROTOCOL_VERSION
@@ -97,6 +106,8 @@ class TripWorld:
     people: dict[str, SigningKey]
     #: The Human Gateway's durable asks (``folder/gateway.db``).
     asks: AskStore
+    #: Each acme person's passkey, by their id, when the world was opened with passkeys.
+    passkeys: dict[str, SoftwareAuthenticator] = field(default_factory=dict)
 
     @classmethod
     def open(
@@ -107,6 +118,7 @@ class TripWorld:
         rooms: int = 3,
         seats_free: bool = True,
         store_urls: Mapping[str, str] | None = None,
+        passkey_rp_id: str | None = None,
     ) -> TripWorld:
         """Create the world in ``folder``, or reopen the one already there.
 
@@ -115,7 +127,9 @@ class TripWorld:
         is ``folder/<name>.db`` unless ``store_urls`` (by participant id) names
         another. Inventory is stocked on first open only (``rooms`` a night at
         the hotel; every seat free, or every seat taken); a reopen keeps what
-        is there.
+        is there. With ``passkey_rp_id`` every person also has a passkey for that
+        rpId (``folder/keys/people/<name>.passkey.pem``, its sign count always 0,
+        as a synced passkey's) on their card, and in :attr:`passkeys`.
 
         Raises:
             ValueError: ``store_urls`` names an unknown participant, or ``rooms`` < 0.
@@ -133,7 +147,19 @@ class TripWorld:
             holder: _load_or_make(folder / "keys" / f"{stem}.jwk", f"{issuer}#key-1")
             for holder, (stem, issuer) in _KEY_HOLDERS.items()
         }
-        directory, people, directory_key = acme_directory(folder / "keys", _load_or_make)
+        passkeys = (
+            {}
+            if passkey_rp_id is None
+            else {
+                p.id: _load_or_make_passkey(
+                    folder / "keys" / "people" / f"{p.name}.passkey.pem",
+                    passkey_rp_id,
+                    f"{p.id}#passkey-1",
+                )
+                for p in PEOPLE
+            }
+        )
+        directory, people, directory_key = acme_directory(folder / "keys", _load_or_make, passkeys)
         keyring = Keyring(
             [(keys[holder].public, issuer) for holder, (_, issuer) in _KEY_HOLDERS.items()]
             + [(directory_key.public, DIRECTORY)],
@@ -165,7 +191,9 @@ class TripWorld:
             for pid in PARTICIPANT_IDS
         }
         asks = AskStore(gateway_store)
-        return cls(folder, clock, participants, keys, keyring, stores, directory, people, asks)
+        return cls(
+            folder, clock, participants, keys, keyring, stores, directory, people, asks, passkeys
+        )
 
     @property
     def participant_ids(self) -> tuple[str, ...]:
@@ -266,10 +294,11 @@ class TripWorld:
 
         ``decision`` is what each person asked does (``approve``, ``reject``,
         ``decline`` or ``never``), ``after_seconds`` on the world's clock, with
-        a vote signed by their own key.
+        a vote signed by their own key, and by their passkey when the ask gave
+        them a nonce and the world has passkeys.
         """
         people = {
-            pid: Person(key, decision, after_seconds)  # type: ignore[arg-type]
+            pid: Person(key, decision, after_seconds, passkey=self.passkeys.get(pid))  # type: ignore[arg-type]
             for pid, key in self.people.items()
         }
         return MemoryChannel("terminal", clock=self.clock, people=people)
@@ -299,13 +328,15 @@ def trip_plan(
     seat: str = "14C",
     card: str = CARD,
     mode: str = "parallel",
+    passkey: bool | Mapping[str, Any] = False,
 ) -> dict[str, Any]:
     """Return the business-trip plan's wire form (it passes :func:`hatp.model.parse_plan`).
 
     Four branches: ``seat`` (airline, hold, 420.00 USD), ``room`` (hotel,
     hold, 2 nights at 155.00 = 310.00 USD), ``calendar`` (compensate, no
     amount) and ``charge`` (payments, final, 730.00 USD, settling seat and
-    room); one approval group ``finance`` at :data:`FINANCE_ADDRESS`. A
+    room); one approval group ``finance`` at :data:`FINANCE_ADDRESS` (its
+    requirement's ``passkey`` as given: true, or ``{"above": amount}``). A
     business-class ``seat`` (rows 1-3) costs more than the plan says, so the
     airline votes no; :data:`LOW_LIMIT_CARD` declines the charge.
     """
@@ -356,7 +387,11 @@ def trip_plan(
             {
                 "groupId": "finance",
                 "address": FINANCE_ADDRESS,
-                "requirement": {"action": "approve.spend", "tolerance": "0"},
+                "requirement": {
+                    "action": "approve.spend",
+                    "tolerance": "0",
+                    "passkey": passkey if isinstance(passkey, bool) else dict(passkey),
+                },
             }
         ],
         "deadlines": {"decideBy": format_time(decide_by)},
@@ -407,3 +442,26 @@ def _load_or_make(path: Path, kid: str) -> SigningKey:
     finally:
         spare.unlink()
     return key
+
+
+def _load_or_make_passkey(path: Path, rp_id: str, kid: str) -> SoftwareAuthenticator:
+    """Load the passkey's P-256 key at ``path`` (PKCS #8 PEM), or make it there; safe
+    when two processes race. Its sign count stays 0: every process has its own copy."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if not path.exists():
+        made = ec.generate_private_key(ec.SECP256R1())
+        pem = made.private_bytes(Encoding.PEM, PrivateFormat.PKCS8, NoEncryption())
+        spare = path.with_name(f".{path.name}.{secrets.token_hex(4)}")
+        fd = os.open(spare, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(pem)
+        try:
+            os.link(spare, path)
+        except FileExistsError:
+            pass  # the other process's key won: load it
+        finally:
+            spare.unlink()
+    key = load_pem_private_key(path.read_bytes(), password=None)
+    if not isinstance(key, ec.EllipticCurvePrivateKey):
+        raise KeyInvalid(f"{path} is not a P-256 passkey key", kid=kid)
+    return SoftwareAuthenticator(rp_id, kid, private_key=key, counting=False)

@@ -4,10 +4,13 @@ A card is used only after its signature, its issuer and its form have been
 checked (:func:`verify_card`); :class:`Directory` holds such cards, loaded
 from a file; :func:`resolve` turns an address into ranked candidates plus
 everyone passed over and the rule why (docs/spec.md §17).
+:func:`register_passkey` verifies a WebAuthn registration and returns the
+card's passkey entry; :func:`add_passkey` puts it on a card, signed anew.
 """
 
 from hatp.directory._cards import sign_card, verify_card
 from hatp.directory._directory import CardSource, Directory, resolve, well_known
+from hatp.directory._passkeys import add_passkey, register_passkey
 from hatp.directory._resolve import (
     RULES,
     Candidate,
@@ -25,7 +28,9 @@ __all__ = [
     "Exclusion",
     "ExclusionRule",
     "Resolution",
+    "add_passkey",
     "matches",
+    "register_passkey",
     "resolve",
     "sign_card",
     "verify_card",

@@ -9,6 +9,7 @@ from hatp.evidence._calls import call_digest, tool_digest
 from hatp.evidence._canonical import canonicalize
 from hatp.evidence._digest import digest, digest_bytes, is_digest
 from hatp.evidence._keys import Keyring, PublicKey, SigningKey, card_keyring
+from hatp.evidence._passkey import PasskeyVerified, origin_fits, passkey_challenge, verify_passkey
 from hatp.evidence._record import RecordWriter
 from hatp.evidence._signing import ALGORITHM, Verified, sign, verify
 from hatp.evidence._strict_json import MAX_DEPTH, parse_json
@@ -25,6 +26,7 @@ __all__ = [
     "ROUTING_RULES",
     "TXN_RULES",
     "Keyring",
+    "PasskeyVerified",
     "PublicKey",
     "RecordWriter",
     "SigningKey",
@@ -36,11 +38,14 @@ __all__ = [
     "digest_bytes",
     "is_digest",
     "load_record",
+    "origin_fits",
     "parse_json",
+    "passkey_challenge",
     "sign",
     "tool_digest",
     "verify",
     "verify_approval",
+    "verify_passkey",
     "verify_record",
     "verify_routing",
 ]

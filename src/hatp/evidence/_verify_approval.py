@@ -4,7 +4,8 @@ A gateway's signed approval is its word; these rules check the evidence it
 carries instead (docs/spec.md §19). For every approval the record counts as
 approve, the routing record must verify against the plan with a real amount
 check, every card must be signed by a directory the keyring trusts, every
-vote by a key on its voter's card, and the votes must show enough distinct
+vote by a key on its voter's card or by their passkey (every approve by
+one when the group needs it), and the votes must show enough distinct
 people, none of them the person the agent acts for, each with the authority
 for what was checked, all by the deadline and all in the routing record.
 
@@ -31,9 +32,10 @@ from typing import Any
 from pydantic import ValidationError
 
 from hatp.clock import parse_time
-from hatp.errors import HatpError
+from hatp.errors import HatpError, PasskeyInvalid
 from hatp.evidence._digest import digest
 from hatp.evidence._keys import Keyring, card_keyring
+from hatp.evidence._passkey import verify_passkey
 from hatp.evidence._signing import verify
 from hatp.evidence._tally import Tally
 from hatp.evidence._verify_routing import verify_routing
@@ -52,6 +54,7 @@ from hatp.model import (
     parse_address,
     parse_card,
     parse_plan,
+    passkey_required,
 )
 
 #: The approval rules, in report order, with what a pass means.
@@ -62,7 +65,10 @@ APPROVAL_RULES: dict[str, str] = {
     "directory it names, one the keyring trusts",
     "TXN-VOTE-SIGNED": "every vote is a HumanVote for its approval's ask, this transaction, "
     "plan and group (and the approval's hold terms, if any), signed by an Ed25519 key on "
-    "the voter's card",
+    "the voter's card (a vote without that signature is signed by its passkey: TXN-PASSKEY)",
+    "TXN-PASSKEY": "every passkey assertion a vote carries verifies under a passkey on the "
+    "voter's card, over the vote's challenge, user verified, from an origin of the "
+    "passkey's rpId; and every approve vote in a group that needs a passkey carries one",
     "TXN-APPROVERS": "an approval that approves is not withdrawn, has no reject vote and one "
     "vote a person, and lists as approvers exactly the people whose votes approve",
     "TXN-QUORUM": "at least N distinct people approved, N of the group address's quorum N-of-M",
@@ -131,6 +137,8 @@ class _Counts:
     votes: int = 0
     cards: int = 0
     approvers: int = 0
+    passkeys: int = 0
+    passkey_groups: int = 0
     checked: list[str] = field(default_factory=list)
     quorums: list[str] = field(default_factory=list)
 
@@ -356,6 +364,8 @@ def _vote_problems(
     card = cards.get(item.vote.human)
     if card is None:
         return [*out, f"is by {item.vote.human}, whose card the approval does not carry"]
+    if item.vote.signature is None:
+        return out  # signed by its passkey alone: [TXN-PASSKEY] checks that
     try:
         verify(item.doc, card_keyring(card))
     except HatpError as exc:
@@ -364,6 +374,35 @@ def _vote_problems(
             f"{exc.data.get('reason', exc.code)}: {exc.message}"
         )
     return out
+
+
+def _check_passkeys(context: _Context, ev: _Evidence, tally: Tally, counts: _Counts) -> None:
+    rule = "TXN-PASSKEY"
+    needed = passkey_required(context.plan, ev.group.group_id)
+    counts.passkey_groups += needed
+    for item in ev.votes:
+        vote = item.vote
+        if vote is None:
+            continue  # [TXN-VOTE-SIGNED] says it is no vote
+        problem = None
+        if vote.passkey is None:
+            if needed and vote.decision == "approve":
+                problem = (
+                    f"is an approve by {vote.human} without a passkey assertion, but the "
+                    "group needs the approver's passkey (REQUIRED)"
+                )
+        elif (card := ev.cards.get(vote.human)) is None:
+            problem = f"carries a passkey assertion by {vote.human}, whose card it does not carry"
+        else:
+            try:
+                verify_passkey(item.doc, card)
+                counts.passkeys += 1
+            except PasskeyInvalid as exc:
+                problem = (
+                    f"carries a passkey assertion that is refused ({exc.reason}): {exc.message}"
+                )
+        if problem is not None:
+            tally.fail(rule, ev.where(f"has votes[{item.index}], which {problem}"), ev.at.position)
 
 
 def _check_approvers(context: _Context, ev: _Evidence, tally: Tally, counts: _Counts) -> None:
@@ -531,6 +570,7 @@ _CHECKS: dict[str, Callable[[_Context, _Evidence, Tally, _Counts], None]] = {
     "TXN-ROUTING": _check_routing,
     "TXN-CARD-SIGNED": _check_cards,
     "TXN-VOTE-SIGNED": _check_votes,
+    "TXN-PASSKEY": _check_passkeys,
     "TXN-APPROVERS": _check_approvers,
     "TXN-QUORUM": _check_quorum,
     "TXN-SOD": _check_sod,
@@ -551,6 +591,8 @@ def _details(plan: Plan, counts: _Counts) -> dict[str, str]:
         "TXN-CARD-SIGNED": f"{approvals}; {_count(counts.cards, 'card')} signed by trusted "
         "directories",
         "TXN-VOTE-SIGNED": f"{approvals}; {votes}, each signed by a key on its voter's card",
+        "TXN-PASSKEY": f"{approvals}; {_count(counts.passkeys, 'passkey assertion')} verified "
+        f"against the voters' cards; {_count(counts.passkey_groups, 'group')} needing one",
         "TXN-APPROVERS": f"{approvals}; {approvers}, each with an approve vote",
         "TXN-QUORUM": f"{approvals}; " + ("; ".join(counts.quorums) or "no quorum to meet"),
         "TXN-SOD": f"{approvals}; no approver is {plan.on_behalf_of}",

@@ -17,10 +17,11 @@ Channels reach people: :class:`MemoryChannel` (with scripted
 """
 
 from hatp.gateway._amounts import RequiredAmount, required_amounts
+from hatp.gateway._authenticator import SoftwareAuthenticator
 from hatp.gateway._calls import call_terms, parse_call_request, terms_digest
 from hatp.gateway._channels import Channel, MemoryChannel, Notice, Person, Responder
 from hatp.gateway._gateway import HumanGateway
-from hatp.gateway._people import sign_vote
+from hatp.gateway._people import passkey_vote, sign_passkey_vote, sign_vote, vote_challenge
 from hatp.gateway._questions import check_answer, parse_question, question_digest, sign_answer
 from hatp.gateway._routing import Routed, resolve_question, route, route_call
 from hatp.gateway._terminal import TerminalChannel
@@ -51,6 +52,7 @@ __all__ = [
     "RequiredAmount",
     "Responder",
     "Routed",
+    "SoftwareAuthenticator",
     "TerminalChannel",
     "TermsView",
     "approver_view",
@@ -59,6 +61,7 @@ __all__ = [
     "check_answer",
     "parse_call_request",
     "parse_question",
+    "passkey_vote",
     "question_digest",
     "question_view",
     "render_call_text",
@@ -69,6 +72,8 @@ __all__ = [
     "route",
     "route_call",
     "sign_answer",
+    "sign_passkey_vote",
     "sign_vote",
     "terms_digest",
+    "vote_challenge",
 ]

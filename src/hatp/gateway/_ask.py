@@ -18,6 +18,7 @@ CallApproval instead of an Approval.
 from __future__ import annotations
 
 import copy
+import secrets
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -42,6 +43,8 @@ RESULTS: dict[str, HumanResult] = {
     "decided": HumanResult.DECIDED,
 }
 _MS = timedelta(milliseconds=1)
+#: How many random bytes a passkey nonce has.
+PASSKEY_NONCE_BYTES = 16
 
 
 @dataclass(frozen=True)
@@ -64,8 +67,9 @@ class Effects:
 
 
 def person_entry(card: HumanCard, **extra: Any) -> dict[str, Any]:
-    """A candidate's entry: what the gateway needs of their card to ask and escalate."""
-    return {
+    """A candidate's entry: what the gateway needs of their card to ask and escalate
+    (``passkey: true`` when the card holds one: they get a nonce when asked)."""
+    entry = {
         "id": card.id,
         "status": "candidate",
         "channels": [c.value for c in card.channels],
@@ -73,6 +77,9 @@ def person_entry(card: HumanCard, **extra: Any) -> dict[str, Any]:
         "delegates": list(card.delegates),
         **extra,
     }
+    if card.has_passkey:
+        entry["passkey"] = True
+    return entry
 
 
 class AskDoc:
@@ -148,6 +155,10 @@ class AskDoc:
             askedAt=format_time(now),
             respondBy=format_time(now + timedelta(seconds=entry["sla"])),
         )
+        if entry.get("passkey") and self.doc["kind"] == "approval" and "nonce" not in entry:
+            # [GW-PASSKEY] what this person's passkey signs over, once; stored before
+            # the notice that carries it is sent.
+            entry["nonce"] = secrets.token_urlsafe(PASSKEY_NONCE_BYTES)
         self.effects.deliver.append(entry["id"])
         return True
 

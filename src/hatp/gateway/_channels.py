@@ -23,7 +23,8 @@ from typing import Any, Literal, Protocol
 from hatp.clock import Clock
 from hatp.errors import HatpError
 from hatp.evidence import SigningKey
-from hatp.gateway._people import sign_vote
+from hatp.gateway._authenticator import SoftwareAuthenticator
+from hatp.gateway._people import sign_passkey_vote, sign_vote
 from hatp.gateway._view import ApproverView, CallView, QuestionView
 
 __all__ = ["Channel", "MemoryChannel", "Notice", "Person", "Responder"]
@@ -43,6 +44,9 @@ class Notice:
     ``planDigest`` the digest of the terms, ``groupId`` ``"call"``); for a
     question ``{askId, questionId, questionDigest}``. ``respond_by`` is when their SLA runs out
     and the gateway escalates; ``decide_by`` when the ask closes for everyone.
+    ``nonce`` (approvals, to a person with a passkey on their card) is what their
+    passkey signs over with the payload and decision (:func:`vote_challenge`);
+    ``None`` otherwise.
     """
 
     ask_id: str
@@ -52,6 +56,7 @@ class Notice:
     payload: dict[str, Any]
     decide_by: datetime
     respond_by: datetime
+    nonce: str | None = None
 
 
 class Responder(Protocol):
@@ -95,19 +100,24 @@ class Person:
     """A scripted person: what they do with every ask, ``after_seconds`` on the clock.
 
     ``decision``: ``"approve"`` / ``"reject"`` (approvals; signed with ``key``,
-    an Ed25519 key on their card), ``"answer"`` (questions: answers
-    ``answer``), ``"decline"``, or ``"never"`` (no response at all).
-    An approving person asked a question answers ``answer`` if one is set.
+    an Ed25519 key on their card, and with ``passkey`` when the notice carries a
+    nonce and they have one; with only a passkey they cannot vote on tool
+    calls), ``"answer"`` (questions: answers ``answer``), ``"decline"``, or
+    ``"never"`` (no response at all). An approving person asked a question
+    answers ``answer`` if one is set.
     """
 
     key: SigningKey | None = None
     decision: Literal["approve", "reject", "answer", "decline", "never"] = "approve"
     after_seconds: float = 0.0
     answer: Any = _SENTINEL
+    passkey: SoftwareAuthenticator | None = None
 
     def __post_init__(self) -> None:
-        if self.decision in ("approve", "reject") and self.key is None:
-            raise ValueError(f"a person who will {self.decision} needs a key to sign the vote")
+        if self.decision in ("approve", "reject") and self.key is None and self.passkey is None:
+            raise ValueError(
+                f"a person who will {self.decision} needs a key or a passkey to sign the vote"
+            )
         if self.decision == "answer" and self.answer is _SENTINEL:
             raise ValueError("a person who will answer needs an answer")
         if self.after_seconds < 0:
@@ -196,12 +206,27 @@ class MemoryChannel:
                 await responder.decline(notice.ask_id, notice.human)
             elif notice.kind == "question":
                 await responder.submit_answer(notice.ask_id, notice.human, person.answer)
-            elif person.decision in ("approve", "reject") and person.key is not None:
-                vote = sign_vote(person.key, notice.payload, person.decision, self._clock.now())
-                await responder.submit_vote(notice.ask_id, vote)
-            else:  # "answer" people asked to approve: they pass it on
+            elif person.decision in ("approve", "reject") and _can_sign(person, notice):
+                await responder.submit_vote(notice.ask_id, _vote(person, notice, self._clock))
+            else:  # "answer" people asked to approve, passkey-only people with no nonce: pass
                 await responder.decline(notice.ask_id, notice.human)
         except HatpError as exc:
             self.refused.append(exc)
         finally:
             self._tasks.pop((notice.ask_id, notice.human), None)
+
+
+def _can_sign(person: Person, notice: Notice) -> bool:
+    return person.key is not None or (person.passkey is not None and notice.nonce is not None)
+
+
+def _vote(person: Person, notice: Notice, clock: Clock) -> dict[str, Any]:
+    """The scripted person's vote: with their passkey when the notice carries a nonce."""
+    decision: Literal["approve", "reject"] = "reject" if person.decision == "reject" else "approve"
+    if person.passkey is not None and notice.nonce is not None:
+        return sign_passkey_vote(
+            person.passkey, notice.payload, decision, notice.nonce, clock.now(), key=person.key
+        )
+    if person.key is None:  # not reached: _can_sign said they can
+        raise ValueError(f"{notice.human} has no key for an ask without a passkey nonce")
+    return sign_vote(person.key, notice.payload, decision, clock.now())

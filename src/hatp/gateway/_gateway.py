@@ -22,6 +22,8 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from sqlalchemy import Connection
+
 from hatp import _checks
 from hatp.clock import Clock, format_time, parse_time
 from hatp.directory import CardSource, Directory, Resolution
@@ -34,6 +36,7 @@ from hatp.gateway._deadline import pending_vote, tighten
 from hatp.gateway._estimate import chain_estimate
 from hatp.gateway._hold_terms import read_hold_terms
 from hatp.gateway._notices import notice
+from hatp.gateway._passkey_votes import Spend, check_passkey
 from hatp.gateway._questions import parse_question, question_digest, sign_answer
 from hatp.gateway._responses import (
     check_signature,
@@ -47,7 +50,7 @@ from hatp.gateway._responses import (
 from hatp.gateway._results import approval_result, of_kind, question_result
 from hatp.gateway._routing import Routed, resolve_question, route, route_call
 from hatp.model import CALL_GROUP, HumanCard
-from hatp.store import AskKind, AskRow, AskState, AskStore
+from hatp.store import AskKind, AskRow, AskState, AskStore, PasskeyBook
 
 if TYPE_CHECKING:
     from hatp.coordinator import ApprovalRequest
@@ -60,6 +63,8 @@ CONFLICT_RETRIES = 5
 QUESTION_GROUP = "question"
 
 _Change = Callable[[AskRow, AskDoc], None]
+#: What a change writes in the ask's own transaction (a passkey vote's bookkeeping).
+_Also = Callable[[Connection], None]
 #: What a notice says it is about, per kind of ask.
 
 
@@ -70,7 +75,10 @@ class HumanGateway:
     the channel that serves it (or is an iterable of channels, keyed by their
     ``channel_type``). ``initiator_principals`` maps an agent id to the
     person it works for, who may not approve that agent's plans or tool
-    calls ([DIR-SOD]).
+    calls ([DIR-SOD]). ``passkey_origins`` are the origins of the pages its people
+    sign with their passkeys on (``https://gateway.acme.com``); a passkey assertion
+    from any other is refused ([GW-PASSKEY]). Without them, any origin that fits
+    the passkey's rpId is taken (https on the rpId or a subdomain of it).
     """
 
     def __init__(
@@ -83,6 +91,7 @@ class HumanGateway:
         clock: Clock,
         *,
         initiator_principals: Mapping[str, str] | None = None,
+        passkey_origins: Iterable[str] | None = None,
     ) -> None:
         self._id = gateway_id
         self._key = key
@@ -95,6 +104,8 @@ class HumanGateway:
         )
         self._clock = clock
         self._principals = dict(initiator_principals or {})
+        self._origins = None if passkey_origins is None else tuple(passkey_origins)
+        self._passkeys = PasskeyBook(asks.store)
         self._waiters: dict[str, list[asyncio.Future[None]]] = {}
         self._changed = asyncio.Event()
         self._loop: asyncio.Task[None] | None = None
@@ -292,22 +303,39 @@ class HumanGateway:
     async def submit_vote(self, ask_id: str, vote: Mapping[str, Any]) -> None:
         """Record a person's signed HumanVote; it may decide the group.
 
+        A vote with a passkey assertion, and any approve in a group that needs
+        one, is checked as [GW-PASSKEY] says; its nonce is spent and the
+        passkey's sign count kept in the same transaction as the vote.
+
         Raises:
             ResponseRefused: nothing was recorded; ``data.reason`` is one of
                 ``SHAPE``, ``WRONG_KIND``, ``CLOSED``, ``LATE``, ``MISMATCH``,
-                ``TWICE``, ``NOT_ASKED``, ``SIGNATURE``.
+                ``TWICE``, ``NOT_ASKED``, ``SIGNATURE``, ``PASSKEY`` (with
+                ``data.passkeyReason``).
             AskUnknown: no such ask.
             StoreUnavailable: the store failed; nothing was recorded.
         """
         parsed = parse_vote(ask_id, vote)
+        spends: list[Spend] = []
 
         def change(row: AskRow, work: AskDoc) -> None:
-            check_vote(row, work, parsed, self._clock.now())
+            spends.clear()
+            now = self._clock.now()
+            check_vote(row, work, parsed, now)
             card = self._card(parsed.human)
-            check_signature(ask_id, vote, parsed.human, card)
+            check_signature(ask_id, vote, parsed.human, card, kind=row.kind)
+            entry = work.person(parsed.human)
+            spend = check_passkey(
+                row, entry, vote, parsed, card, book=self._passkeys, origins=self._origins, now=now
+            )
+            spends.extend([] if spend is None else [spend])
             work.record_vote(dict(vote), None if card is None else self._signed_card(card))
 
-        await self._apply(ask_id, change)
+        def also(conn: Connection) -> None:
+            for spend in spends:
+                spend(conn)
+
+        await self._apply(ask_id, change, also=also)
 
     async def decline(self, ask_id: str, human: str) -> None:
         """Pass the ask from ``human`` to the next eligible person ([GW-DECLINE]).
@@ -507,7 +535,7 @@ class HumanGateway:
             action=request.group.requirement.action,
             onBehalfOf=request.plan.on_behalf_of,
             initiatorPrincipal=principal,
-            passkey=request.group.requirement.passkey,
+            passkey=routed.passkey,
             **terms,
         )
 
@@ -596,9 +624,12 @@ class HumanGateway:
             if not waiters:
                 self._waiters.pop(ask_id, None)
 
-    def _change(self, ask_id: str, change: _Change) -> tuple[AskRow, Effects]:
-        """Apply ``change`` to the stored ask and store it, redoing it on a fresh read
-        if another gateway updated the ask meanwhile."""
+    def _change(
+        self, ask_id: str, change: _Change, also: _Also | None = None
+    ) -> tuple[AskRow, Effects]:
+        """Apply ``change`` to the stored ask and store it (running ``also`` in the same
+        transaction), redoing it on a fresh read if another gateway updated the ask
+        meanwhile."""
         for _ in range(CONFLICT_RETRIES):
             row = self._asks.get(ask_id)
             now = self._clock.now()
@@ -615,7 +646,7 @@ class HumanGateway:
                 decide_by=work.decide_by,
             )
             try:
-                return self._asks.update(updated, now), work.effects
+                return self._asks.update(updated, now, also=also), work.effects
             except AskConflict:
                 continue
         raise AskConflict(
@@ -623,8 +654,8 @@ class HumanGateway:
             ask_id=ask_id,
         )
 
-    async def _apply(self, ask_id: str, change: _Change) -> AskRow:
-        row, effects = self._change(ask_id, change)
+    async def _apply(self, ask_id: str, change: _Change, also: _Also | None = None) -> AskRow:
+        row, effects = self._change(ask_id, change, also)
         await self._act(row, effects)
         return row
 

@@ -55,4 +55,5 @@ def notice(row: AskRow, entry: Mapping[str, Any]) -> Notice:
         payload=payload,
         decide_by=deadline(row),
         respond_by=parse_time(entry["respondBy"]),
+        nonce=entry.get("nonce"),
     )

@@ -79,11 +79,28 @@ def check_vote(row: AskRow, work: AskDoc, vote: HumanVote, now: datetime) -> Non
 
 
 def check_signature(
-    ask_id: str, vote: Mapping[str, Any], human: str, card: HumanCard | None
+    ask_id: str,
+    vote: Mapping[str, Any],
+    human: str,
+    card: HumanCard | None,
+    *,
+    kind: AskKind = AskKind.APPROVAL,
 ) -> None:
-    """[GW-VOTE-SIGNED] the vote verifies under an Ed25519 key on the voter's own card."""
+    """[GW-VOTE-SIGNED] the vote's Ed25519 signature, if it has one, verifies under a key
+    on the voter's own card. A vote without one is signed by its passkey alone
+    ([GW-PASSKEY]), which only an approval group's ask takes."""
     if not _checks.is_on("GW-VOTE-SIGNED"):
         return
+    if vote.get("signature") is None:
+        if kind is AskKind.APPROVAL:
+            return
+        raise refused(
+            ask_id,
+            human,
+            "SIGNATURE",
+            "a vote on a tool call is signed by an Ed25519 key on the voter's card; a "
+            "passkey alone signs votes on plans only",
+        )
     if card is None:
         raise refused(
             ask_id, human, "SIGNATURE", f"the directory has no card for {human} to verify with"

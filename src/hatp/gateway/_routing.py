@@ -49,6 +49,9 @@ class Routed:
     resolution: Resolution
     record: dict[str, Any]
     amounts: Mapping[str, Decimal] = field(default_factory=dict)
+    #: Whether approve votes need the approver's passkey ([GW-PASSKEY]); only people
+    #: with one on their card were candidates ([DIR-PASSKEY]).
+    passkey: bool = False
 
 
 def route(
@@ -70,7 +73,8 @@ def route(
     group's address against them on behalf of ``plan.onBehalfOf``. With the
     amount check switched off (tests only) it routes on the amount the agent
     declared, if any, and the record says ``checked: "absent"``.
-    ``passkey_required`` defaults to the group's ``requirement.passkey``.
+    ``passkey_required`` defaults to the group's ``requirement.passkey``: true, or
+    a threshold the amounts are above ([GW-PASSKEY]).
 
     Raises:
         PlanInvalid: the plan is invalid; a negative amount or tolerance is
@@ -116,7 +120,7 @@ def route(
         on_behalf_of=parsed.on_behalf_of,
         initiator_principal=initiator_principal,
         deadline_seconds=deadline_seconds,
-        passkey_required=approval.requirement.passkey
+        passkey_required=approval.requirement.passkey_needed(amounts)
         if passkey_required is None
         else passkey_required,
         record={
@@ -222,7 +226,7 @@ def _route(
         "humans": [h.to_wire() for h in humans],
         "time": format_time(clock.now()),
     }
-    return Routed(resolution, _signed(body, key), amounts)
+    return Routed(resolution, _signed(body, key), amounts, passkey_required)
 
 
 def excluded_human(exclusion: Exclusion, detail_prefix: str = "") -> RoutedHuman:

@@ -190,7 +190,9 @@ def approver_view(
         group_id=group.group_id,
         address=group.address,
         action=group.requirement.action,
-        passkey=group.requirement.passkey,
+        passkey=group.requirement.passkey_needed(
+            {currency: r.with_tolerance for currency, r in required.items()}
+        ),
         steps=tuple(
             StepLine(
                 branch_id=b.branch_id,

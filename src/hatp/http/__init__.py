@@ -1,4 +1,9 @@
-"""hatp over HTTP (Starlette): the carriage of compensation leases, and hatp errors.
+"""hatp over HTTP (Starlette): ``hatp serve``'s JSON API, leases, and hatp errors.
+
+:func:`hatp_app` serves the Human Gateway's, the Directory's and the
+coordinator's JSON API (each alone or together), the well-known document and
+an OpenAPI description (:func:`openapi_document`); :func:`load_config`,
+:func:`open_services` and :func:`demo_services` open what ``hatp serve`` runs.
 
 A system of record's own API takes mutations only under a lease
 (:class:`LeaseGuard`, a pure ASGI middleware) and serves its lease
@@ -11,6 +16,21 @@ as its wire form with the status :data:`HTTP_STATUS` gives it
 record checks every lease (:class:`hatp.lease.SystemOfRecord`).
 """
 
+from hatp.http._api import DEFAULT_MAX_BODY_BYTES
+from hatp.http._config import (
+    ROLES,
+    CoordinatorSettings,
+    DirectorySettings,
+    GatewaySettings,
+    Role,
+    ServeConfig,
+    Services,
+    demo_services,
+    load_config,
+    open_services,
+    parse_config,
+    parse_only,
+)
 from hatp.http._errors import (
     DEFAULT_STATUS,
     HTTP_STATUS,
@@ -31,28 +51,47 @@ from hatp.http._lease_headers import (
     parse_fence_token,
 )
 from hatp.http._lease_routes import MAX_BODY_BYTES, Authenticate, lease_routes
+from hatp.http._openapi import OPENAPI_PATH, OPENAPI_VERSION, openapi_document
+from hatp.http._serve import hatp_app
 
 __all__ = [
+    "DEFAULT_MAX_BODY_BYTES",
     "DEFAULT_STATUS",
     "FENCE_HEADER",
     "HTTP_STATUS",
     "LEASE_HEADER",
     "MAX_BODY_BYTES",
+    "OPENAPI_PATH",
+    "OPENAPI_VERSION",
     "PTCL_STALE_FENCE",
     "RECEIPT_HEADER",
+    "ROLES",
     "Authenticate",
+    "CoordinatorSettings",
+    "DirectorySettings",
+    "GatewaySettings",
     "LeaseClient",
     "LeaseGuard",
     "LeasedResponse",
     "PresentedLease",
+    "Role",
+    "ServeConfig",
+    "Services",
     "attach_receipt",
     "decode_header",
+    "demo_services",
     "encode_header",
     "error_body",
     "error_response",
     "handle_hatp_error",
+    "hatp_app",
     "lease_routes",
+    "load_config",
+    "open_services",
+    "openapi_document",
+    "parse_config",
     "parse_fence_token",
+    "parse_only",
     "presented_lease",
     "status_of",
 ]

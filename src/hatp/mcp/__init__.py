@@ -48,6 +48,7 @@ from hatp.mcp._lease import (
     call_leased,
     lease_tools,
 )
+from hatp.mcp._link import McpLink
 from hatp.mcp._participant_client import McpParticipant, mcp_participant
 from hatp.mcp._participant_server import ParticipantExtension, serve_hatp
 from hatp.mcp._wire import (
@@ -93,6 +94,7 @@ __all__ = [
     "McpCoordinator",
     "McpDirectory",
     "McpGateway",
+    "McpLink",
     "McpParticipant",
     "OperationAdvert",
     "ParticipantExtension",

@@ -21,41 +21,23 @@ from typing import Any
 from mcp.server.context import ServerRequestContext
 from mcp.server.extension import Extension, MethodBinding
 from mcp.server.mcpserver import MCPServer
-from pydantic import Field, StrictInt
 
+from hatp._edge_params import (
+    AcquireParams,
+    BeginParams,
+    ReleaseParams,
+    RenewParams,
+    TxnParams,
+)
 from hatp.coordinator import Coordinator, Outcome
 from hatp.evidence import PublicKey
 from hatp.mcp._advert import HatpAdvert
 from hatp.mcp._install import install
-from hatp.mcp._rpc import HatpParams, method
+from hatp.mcp._rpc import method
 from hatp.mcp._wire import EXTENSION_ID, METHODS
 from hatp.version import PROTOCOL_VERSION
 
 __all__ = ["CoordinatorExtension", "serve_coordinator"]
-
-
-class _Begin(HatpParams):
-    plan: dict[str, Any]
-
-
-class _Txn(HatpParams):
-    txn_id: str
-
-
-class _Acquire(HatpParams):
-    txn_id: str
-    owner: str = Field(min_length=1, max_length=256)
-    seconds: float = Field(gt=0, le=86400)
-
-
-class _Renew(_Acquire):
-    fence: StrictInt
-
-
-class _Release(HatpParams):
-    txn_id: str
-    owner: str = Field(min_length=1, max_length=256)
-    fence: StrictInt
 
 
 class CoordinatorExtension(Extension):
@@ -84,16 +66,16 @@ class CoordinatorExtension(Extension):
 
     def methods(self) -> Sequence[MethodBinding]:
         return [
-            method(METHODS["txn/begin"], _Begin, self._begin),
-            method(METHODS["txn/state"], _Txn, self._state),
-            method(METHODS["txn/record"], _Txn, self._record),
-            method(METHODS["lock/acquire"], _Acquire, self._acquire),
-            method(METHODS["lock/renew"], _Renew, self._renew),
-            method(METHODS["lock/release"], _Release, self._release),
+            method(METHODS["txn/begin"], BeginParams, self._begin),
+            method(METHODS["txn/state"], TxnParams, self._state),
+            method(METHODS["txn/record"], TxnParams, self._record),
+            method(METHODS["lock/acquire"], AcquireParams, self._acquire),
+            method(METHODS["lock/renew"], RenewParams, self._renew),
+            method(METHODS["lock/release"], ReleaseParams, self._release),
         ]
 
     async def _begin(
-        self, params: _Begin, ctx: ServerRequestContext[Any, Any]
+        self, params: BeginParams, ctx: ServerRequestContext[Any, Any]
     ) -> Mapping[str, Any]:
         task = self._coordinator.begin(params.plan)
         self._running.add(task)
@@ -101,14 +83,18 @@ class CoordinatorExtension(Extension):
         txn_id = str(params.plan["txnId"])
         return {"txnId": txn_id, "state": self._coordinator.state(txn_id).value}
 
-    async def _state(self, params: _Txn, ctx: ServerRequestContext[Any, Any]) -> Mapping[str, Any]:
+    async def _state(
+        self, params: TxnParams, ctx: ServerRequestContext[Any, Any]
+    ) -> Mapping[str, Any]:
         return {"txnId": params.txn_id, "state": self._coordinator.state(params.txn_id).value}
 
-    async def _record(self, params: _Txn, ctx: ServerRequestContext[Any, Any]) -> Mapping[str, Any]:
+    async def _record(
+        self, params: TxnParams, ctx: ServerRequestContext[Any, Any]
+    ) -> Mapping[str, Any]:
         return {"record": self._coordinator.record(params.txn_id)}
 
     async def _acquire(
-        self, params: _Acquire, ctx: ServerRequestContext[Any, Any]
+        self, params: AcquireParams, ctx: ServerRequestContext[Any, Any]
     ) -> Mapping[str, Any]:
         log, now = self._coordinator.log, self._coordinator.clock.now()
         fence = await asyncio.to_thread(
@@ -117,7 +103,7 @@ class CoordinatorExtension(Extension):
         return {"txnId": params.txn_id, "fence": fence}
 
     async def _renew(
-        self, params: _Renew, ctx: ServerRequestContext[Any, Any]
+        self, params: RenewParams, ctx: ServerRequestContext[Any, Any]
     ) -> Mapping[str, Any]:
         log, now = self._coordinator.log, self._coordinator.clock.now()
         await asyncio.to_thread(
@@ -126,7 +112,7 @@ class CoordinatorExtension(Extension):
         return {"txnId": params.txn_id, "fence": params.fence}
 
     async def _release(
-        self, params: _Release, ctx: ServerRequestContext[Any, Any]
+        self, params: ReleaseParams, ctx: ServerRequestContext[Any, Any]
     ) -> Mapping[str, Any]:
         log = self._coordinator.log
         await asyncio.to_thread(log.release, params.txn_id, params.owner, params.fence)

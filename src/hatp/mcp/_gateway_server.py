@@ -24,25 +24,34 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from decimal import Decimal
-from typing import Annotated, Any, Literal
+from typing import Any
 
 import mcp_types as types
 from mcp.server.context import ServerRequestContext
 from mcp.server.extension import Extension, MethodBinding, ResourceBinding, ToolBinding
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.resources import TextResource
-from pydantic import Field, StringConstraints
 
+from hatp._edge_params import (
+    AnsweredParams,
+    AskParams,
+    CallParams,
+    PollParams,
+    QuestionParams,
+    ResolveParams,
+    TightenParams,
+    WithdrawParams,
+    approval_request,
+    resolve_answer,
+)
 from hatp.clock import parse_time
-from hatp.coordinator import ApprovalRequest
 from hatp.directory import Directory
-from hatp.errors import AskInvalid, HatpError
+from hatp.errors import HatpError
 from hatp.evidence import PublicKey
 from hatp.gateway import HumanGateway
 from hatp.mcp._advert import HatpAdvert, Role
 from hatp.mcp._install import install
-from hatp.mcp._rpc import HatpParams, method
+from hatp.mcp._rpc import method
 from hatp.mcp._wire import (
     CALL_APPROVAL_TOOL,
     EXTENSION_ID,
@@ -51,77 +60,9 @@ from hatp.mcp._wire import (
     PENDING_META_KEY,
     mcp_error,
 )
-from hatp.model import WireTime, parse_plan
 from hatp.version import PROTOCOL_VERSION
 
 __all__ = ["GatewayExtension", "serve_gateway"]
-
-#: A non-negative decimal amount as text, e.g. ``"730.00"``.
-DecimalText = Annotated[str, StringConstraints(pattern=r"^[0-9]{1,30}(\.[0-9]{1,30})?$")]
-
-
-class AskParams(HatpParams):
-    """``txn/ask`` and ``txn/estimate``: one approval group of a plan, answered by ``decideBy``."""
-
-    txn_id: str = Field(min_length=1, max_length=512)
-    plan: dict[str, Any]
-    plan_digest: str = Field(min_length=1, max_length=256)
-    group_id: str = Field(min_length=1, max_length=256)
-    decide_by: WireTime
-    terms: dict[str, Any] | None = None
-
-
-class PollParams(HatpParams):
-    """``txn/voted``: the ask to poll, and how long to wait for its decision."""
-
-    ask_id: str = Field(min_length=1, max_length=256)
-    wait_seconds: float = Field(default=0.0, ge=0.0)
-
-
-class WithdrawParams(HatpParams):
-    """``txn/withdraw``: the ask nobody needs any more, and why."""
-
-    ask_id: str = Field(min_length=1, max_length=256)
-    reason: str = Field(max_length=1000)
-
-
-class TightenParams(HatpParams):
-    """``txn/tighten``: the open ask, and its new (earlier) deadline."""
-
-    ask_id: str = Field(min_length=1, max_length=256)
-    decide_by: WireTime
-
-
-class QuestionParams(HatpParams):
-    """``ask/question``: the Question (wire form)."""
-
-    question: dict[str, Any]
-
-
-class CallParams(HatpParams):
-    """``ask/call``: the CallRequest (wire form)."""
-
-    request: dict[str, Any]
-
-
-class AnsweredParams(HatpParams):
-    """``ask/answered``: poll a call or question ask."""
-
-    ask_id: str = Field(min_length=1, max_length=256)
-    kind: Literal["call", "question"]
-    wait_seconds: float = Field(default=0.0, ge=0.0)
-
-
-class ResolveParams(HatpParams):
-    """``directory/resolve``: an address, the action and the amounts per currency."""
-
-    address: str = Field(min_length=1, max_length=2048)
-    action: str = Field(min_length=1, max_length=256)
-    amounts: dict[str, DecimalText] = Field(default_factory=dict)
-    on_behalf_of: str = Field(min_length=1, max_length=512)
-    initiator_principal: str | None = None
-    deadline_seconds: float | None = Field(default=None, ge=0.0)
-    passkey_required: bool = False
 
 
 class GatewayExtension(Extension):
@@ -201,7 +142,7 @@ class GatewayExtension(Extension):
     # -- the coordinator's side -------------------------------------------
 
     async def _ask(self, params: AskParams, _: ServerRequestContext[Any, Any]) -> dict[str, Any]:
-        return {"answer": await self._gateway.ask(_request(params))}
+        return {"answer": await self._gateway.ask(approval_request(params))}
 
     async def _voted(self, params: PollParams, _: ServerRequestContext[Any, Any]) -> dict[str, Any]:
         wait = min(params.wait_seconds, MAX_WAIT_SECONDS)
@@ -216,7 +157,7 @@ class GatewayExtension(Extension):
     async def _estimate(
         self, params: AskParams, _: ServerRequestContext[Any, Any]
     ) -> dict[str, Any]:
-        return {"estimate": await self._gateway.estimate(_request(params))}
+        return {"estimate": await self._gateway.estimate(approval_request(params))}
 
     async def _tighten(
         self, params: TightenParams, _: ServerRequestContext[Any, Any]
@@ -276,32 +217,7 @@ class _Resolve:
     async def __call__(
         self, params: ResolveParams, _: ServerRequestContext[Any, Any]
     ) -> dict[str, Any]:
-        directory = self._directory
-        resolution = directory.resolve(
-            params.address,
-            params.action,
-            amounts={currency: Decimal(value) for currency, value in params.amounts.items()},
-            on_behalf_of=params.on_behalf_of,
-            initiator_principal=params.initiator_principal,
-            deadline_seconds=params.deadline_seconds,
-            passkey_required=params.passkey_required,
-        )
-        return {
-            "directory": directory.issuer,
-            "address": str(resolution.address),
-            "needed": resolution.needed,
-            "candidates": [
-                {
-                    "id": c.id,
-                    "card": directory.signed(c.id),
-                    "status": c.status.value,
-                    "load": f"{c.load.numerator}/{c.load.denominator}",
-                    "slaFits": c.sla_fits,
-                }
-                for c in resolution.candidates
-            ],
-            "excluded": [e.to_json() for e in resolution.excluded],
-        }
+        return resolve_answer(self._directory, params)
 
 
 def serve_gateway(
@@ -327,22 +243,3 @@ def serve_gateway(
             f"directory_id {directory_id!r} is not the directory's issuer {directory.issuer!r}"
         )
     install(server, GatewayExtension(gateway, keys=keys, directory=directory))
-
-
-def _request(params: AskParams) -> ApprovalRequest:
-    plan = parse_plan(params.plan)
-    group = next((g for g in plan.approvals if g.group_id == params.group_id), None)
-    if group is None:
-        raise AskInvalid(
-            f"plan {plan.txn_id!r} has no approval group {params.group_id!r}",
-            reason="UNKNOWN_GROUP",
-            group_id=params.group_id,
-        )
-    return ApprovalRequest(
-        txn_id=params.txn_id,
-        plan=plan,
-        plan_digest=params.plan_digest,
-        group=group,
-        decide_by=parse_time(params.decide_by),
-        terms=params.terms,
-    )

@@ -20,20 +20,13 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS, METHOD_NOT_FOUND, RequestParams, Result
 from pydantic import ConfigDict, ValidationError
 
+from hatp._edge_params import HatpParams
 from hatp.errors import HatpError, ParticipantUnavailable, PeerIncompatible
 from hatp.mcp._wire import hatp_error, mcp_error
-from hatp.model import WireModel
 
 __all__ = ["HatpParams", "method", "request"]
 
 P = TypeVar("P", bound="HatpParams")
-
-
-class HatpParams(WireModel):
-    """Base of every hatp method's params: camelCase on the wire, strict types,
-    unknown members refused. The server reads them before its handler runs and
-    refuses params that do not fit with ``PEER_INCOMPATIBLE`` (reason ``METHOD``),
-    naming the member."""
 
 
 class _Params(RequestParams):

@@ -13,6 +13,7 @@ from typing import Any, Final
 
 from mcp.shared.exceptions import MCPError
 
+from hatp._edge_params import MAX_WAIT_SECONDS
 from hatp.errors import (
     ApprovalInvalid,
     ApprovalRequired,
@@ -59,8 +60,6 @@ COMMIT_RECEIPT_META_KEY: Final = "commitReceipt"
 CALL_APPROVAL_TOOL: Final = "request_call_approval"
 #: Where an ``input_required`` round of :data:`CALL_APPROVAL_TOOL` shows the signed pending vote.
 PENDING_META_KEY: Final = "dev.hatp/pending"
-#: The longest one long poll (``txn/voted``, ``ask/answered``, a tool round) waits, in seconds.
-MAX_WAIT_SECONDS: Final = 30.0
 
 #: Every hatp JSON-RPC method, by its short name.
 METHODS: Final[dict[str, str]] = {

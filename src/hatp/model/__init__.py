@@ -5,7 +5,7 @@ This package imports nothing above it, so an auditor can use it alone.
 
 from hatp.model._base import Digest, Kid, WireModel, WireTime
 from hatp.model.address import MAX_QUORUM, Address, AddressKind, parse_address
-from hatp.model.amounts import RequiredAmount, recheck_plan, required_amounts
+from hatp.model.amounts import RequiredAmount, passkey_required, recheck_plan, required_amounts
 from hatp.model.call import (
     APPROVAL_ID_PATTERN,
     CALL_GROUP,
@@ -40,6 +40,7 @@ from hatp.model.human import (
     Answer,
     ChainEstimate,
     HumanVote,
+    PasskeyAssertion,
     PendingVote,
     Question,
     QuestionType,
@@ -55,6 +56,7 @@ from hatp.model.plan import (
     Escalation,
     Mode,
     OffSessionReauth,
+    PasskeyThreshold,
     Plan,
     Recovery,
     Requirement,
@@ -129,6 +131,8 @@ __all__ = [
     "Mode",
     "OffSessionReauth",
     "OutcomeReceipt",
+    "PasskeyAssertion",
+    "PasskeyThreshold",
     "PendingVote",
     "Plan",
     "Preconditions",
@@ -165,6 +169,7 @@ __all__ = [
     "parse_card",
     "parse_card_body",
     "parse_plan",
+    "passkey_required",
     "read_amount",
     "recheck_plan",
     "required_amounts",

@@ -20,7 +20,7 @@ from hatp import _checks
 from hatp.errors import AskInvalid, PlanInvalid, RequirementBelowTotal
 from hatp.model.plan import ApprovalGroup, Plan, parse_plan
 
-__all__ = ["MINOR_UNIT", "RequiredAmount", "recheck_plan", "required_amounts"]
+__all__ = ["MINOR_UNIT", "RequiredAmount", "passkey_required", "recheck_plan", "required_amounts"]
 
 #: Every currency is rounded to two decimals (cents); currencies with another
 #: minor unit are still rounded to 0.01, which only ever asks for a little more.
@@ -114,6 +114,20 @@ def required_amounts(plan: Mapping[str, Any] | Plan, group_id: str) -> dict[str,
                 ],
             )
     return required
+
+
+def passkey_required(plan: Plan, group_id: str) -> bool:
+    """Whether approval group ``group_id``'s approve votes must carry the approver's
+    passkey assertion: its ``requirement.passkey``, a threshold held to what the group
+    must cover (the plan's totals plus tolerance per currency, as [GW-AMOUNT]).
+
+    Raises:
+        AskInvalid: the plan has no approval group ``group_id`` (``UNKNOWN_GROUP``).
+    """
+    group = _group(plan, group_id)
+    tolerance = Decimal(group.requirement.tolerance)
+    amounts = {c: _round_up(t * (1 + tolerance)) for c, t in plan.totals().items()}
+    return group.requirement.passkey_needed(amounts)
 
 
 def _group(plan: Plan, group_id: str) -> ApprovalGroup:

@@ -23,17 +23,19 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 from pydantic_core import PydanticCustomError
 
-from hatp.model._base import Digest, WireModel, WireTime
+from hatp.model._base import Digest, Kid, WireModel, WireTime
 from hatp.model.card import PersonAddress
 from hatp.model.plan import AgentText, Name
 from hatp.model.signature import Signature
 
 __all__ = [
     "ASK_ID_PATTERN",
+    "PASSKEY_NONCE_PATTERN",
     "Answer",
     "ChainEstimate",
     "ChainLink",
     "HumanVote",
+    "PasskeyAssertion",
     "PendingVote",
     "Question",
     "QuestionType",
@@ -43,8 +45,42 @@ __all__ = [
 ASK_ID_PATTERN = r"^ask-[A-Za-z0-9_-]{8,64}$"
 
 
+#: A passkey nonce: what the gateway issues one person on one ask (16 random bytes or more).
+PASSKEY_NONCE_PATTERN = r"^[A-Za-z0-9_-]{22,128}$"
+_B64URL = r"^[A-Za-z0-9_-]+$"
+
+
+class PasskeyAssertion(WireModel):
+    """A WebAuthn assertion made by the voter's passkey over the vote's challenge.
+
+    The challenge is the digest of ``{txnId, groupId, planDigest, decision, nonce,
+    human}`` (and ``termsDigest`` when the vote has one), its 32 bytes; ``nonce``
+    is the one the gateway issued this person on this ask. ``kid`` and
+    ``credentialId`` name the passkey on the voter's card; the other members are
+    the authenticator's response as the browser returns it, base64url.
+    """
+
+    kid: Kid
+    credential_id: str = Field(pattern=r"^[A-Za-z0-9_-]{1,1366}$", description="base64url")
+    nonce: str = Field(pattern=PASSKEY_NONCE_PATTERN)
+    authenticator_data: str = Field(
+        pattern=_B64URL, min_length=50, max_length=4096, description="base64url"
+    )
+    client_data_json: str = Field(
+        alias="clientDataJSON", pattern=_B64URL, max_length=8192, description="base64url"
+    )
+    signature: str = Field(pattern=_B64URL, max_length=256, description="ES256 (DER), base64url")
+
+
 class HumanVote(WireModel):
-    """One person's approve or reject of one plan, signed by a key on their own card.
+    """One person's approve or reject of one plan, signed by a key on their own card,
+    by their passkey, or both.
+
+    ``signature`` is Ed25519 by a key on the voter's card over the vote's
+    canonical JSON; ``passkey`` a WebAuthn assertion of their passkey over the
+    vote's challenge (:class:`PasskeyAssertion`). A vote carries at least one;
+    with both, the Ed25519 signature covers the assertion too. A group whose
+    requirement asks for a passkey counts an approve only with a valid assertion.
 
     In holds-first mode the person approves the plan *and* the holds' terms
     (:class:`~hatp.model.HoldTerms`): the vote then names their digest as
@@ -65,7 +101,22 @@ class HumanVote(WireModel):
         "absent when the ask has no terms",
     )
     time: WireTime
-    signature: Signature
+    passkey: PasskeyAssertion | None = Field(
+        default=None, description="the voter's passkey assertion; absent without one"
+    )
+    signature: Signature | None = Field(
+        default=None, description="Ed25519 by a key on the voter's card; absent without one"
+    )
+
+    @model_validator(mode="after")
+    def _signed_somehow(self) -> HumanVote:
+        if self.signature is None and self.passkey is None:
+            raise PydanticCustomError(
+                "UNSIGNED",
+                "a vote is signed by a key on the voter's card (signature), by their "
+                "passkey (passkey), or both",
+            )
+        return self
 
 
 class PendingVote(WireModel):

@@ -15,7 +15,14 @@ from decimal import Decimal, InvalidOperation
 from enum import StrEnum
 from typing import Annotated, Any
 
-from pydantic import Field, StringConstraints, ValidationError, field_validator, model_validator
+from pydantic import (
+    Field,
+    StringConstraints,
+    ValidationError,
+    ValidatorFunctionWrapHandler,
+    field_validator,
+    model_validator,
+)
 from pydantic_core import PydanticCustomError
 
 from hatp.errors import PLAN_REASONS, PlanInvalid
@@ -32,6 +39,7 @@ __all__ = [
     "Escalation",
     "Mode",
     "OffSessionReauth",
+    "PasskeyThreshold",
     "Plan",
     "Recovery",
     "Requirement",
@@ -116,6 +124,21 @@ class Branch(WireModel):
     )
 
 
+class PasskeyThreshold(WireModel):
+    """``{"above": amount}``: a passkey is needed when the group's amount is above it."""
+
+    above: Amount
+
+
+def _passkey_problem(value: Any, errors: list[Any]) -> str:
+    """What is wrong with a malformed ``passkey``: of a threshold object, its first problem."""
+    if not isinstance(value, Mapping):
+        return f"{value!r} is neither"
+    error = next((e for e in errors if e["loc"][:1] == ("PasskeyThreshold",)), errors[0])
+    where = "/".join(str(p) for p in error["loc"][1:])
+    return f"{where + ': ' if where else ''}{error['msg']}"
+
+
 class Requirement(WireModel):
     """What an approval group must approve: an action, a tolerance over the plan's totals,
     and optionally the amount the agent declares (never trusted: the gateway
@@ -129,8 +152,11 @@ class Requirement(WireModel):
         default=None,
         description="the agent-declared amount; at least the plan's total plus tolerance",
     )
-    passkey: bool = Field(
-        default=False, description="ask only people with a passkey (WebAuthn key) on their card"
+    passkey: bool | PasskeyThreshold = Field(
+        default=False,
+        description="true: every approve vote is signed by the approver's passkey (only "
+        "people with one are asked); {above}: so when the group's amount in any currency is "
+        "above it (another currency than the threshold's always is); false: no passkey",
     )
 
     @field_validator("tolerance")
@@ -138,6 +164,34 @@ class Requirement(WireModel):
     def _tolerance_is_decimal(cls, value: str) -> str:
         _decimal(value, negative_reason="NEGATIVE_TOLERANCE", what="tolerance")
         return value
+
+    @field_validator("passkey", mode="wrap")
+    @classmethod
+    def _passkey_form(cls, value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+        try:
+            return handler(value)
+        except ValidationError as exc:
+            # One reason for every malformed form, naming the three there are.
+            detail = _passkey_problem(value, exc.errors())
+            message = (
+                'requirement.passkey is true, false or {"above": {"value", "currency"}} '
+                f"(a non-negative decimal string and an ISO 4217 code): {detail}"
+            )
+            raise PydanticCustomError("PASSKEY", "{msg}", {"msg": message}) from None
+
+    def passkey_needed(self, amounts: Mapping[str, Decimal]) -> bool:
+        """Whether approve votes must carry a passkey assertion, for a group that must
+        cover ``amounts`` (per currency: the plan's totals plus tolerance, as the gateway
+        computes them). Currencies are never converted: an amount in another currency
+        than the threshold's needs a passkey, whatever its size."""
+        rule = self.passkey
+        if isinstance(rule, bool):
+            return rule
+        limit = rule.above
+        return any(
+            currency != limit.currency or value > limit.decimal
+            for currency, value in amounts.items()
+        )
 
 
 class ApprovalGroup(WireModel):

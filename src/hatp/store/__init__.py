@@ -6,7 +6,8 @@ record events, :class:`BranchStore` a participant's state per branch,
 :class:`AskStore` the Human Gateway's pending asks, and
 :class:`UsedApprovals` the call approvals a tool server has used (each runs
 its call once), and :class:`LeaseBook` a system of record's compensation
-leases, epochs and rejection receipts.
+leases, epochs and rejection receipts; :class:`PasskeyBook` the gateway's
+spent passkey nonces and each passkey's sign count.
 The durability rules are in ``docs/spec.md`` ([STORE-DURABLE] and after).
 """
 
@@ -15,6 +16,7 @@ from hatp.store._branches import BranchRow, BranchStore
 from hatp.store._engine import Store, open_store
 from hatp.store._leases import LeaseBook, LeaseRow, LeaseStatus
 from hatp.store._log import DecisionLog, TxnRow
+from hatp.store._passkeys import PasskeyBook
 from hatp.store._schema import from_ms, to_ms
 from hatp.store._used import UsedApproval, UsedApprovals, UseOutcome
 
@@ -29,6 +31,7 @@ __all__ = [
     "LeaseBook",
     "LeaseRow",
     "LeaseStatus",
+    "PasskeyBook",
     "Store",
     "TxnRow",
     "UseOutcome",

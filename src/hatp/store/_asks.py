@@ -11,12 +11,14 @@ gateway processes on one database never both decide the same ask.
 from __future__ import annotations
 
 import builtins
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy import Connection
 
 from hatp.errors import AskConflict, AskUnknown
 from hatp.store._engine import Store, insert_or_ignore
@@ -90,6 +92,11 @@ class AskStore:
     def __init__(self, store: Store) -> None:
         self._store = store
 
+    @property
+    def store(self) -> Store:
+        """The store the asks are kept in."""
+        return self._store
+
     def create(self, row: AskRow, now: datetime) -> AskRow:
         """Store a new ask, or return the one already stored for the same subject.
 
@@ -141,10 +148,20 @@ class AskStore:
             found = conn.execute(_BY_SUBJECT, {**params, "plan_digest": plan_digest}).first()
         return None if found is None else AskRow._from_row(found)
 
-    def update(self, row: AskRow, now: datetime) -> AskRow:
+    def update(
+        self,
+        row: AskRow,
+        now: datetime,
+        *,
+        also: Callable[[Connection], None] | None = None,
+    ) -> AskRow:
         """Write ``row``'s state, ``next_due``, ``decide_by`` (a tighten moves it earlier)
         and ``doc`` if the stored ask is still at
         ``row.version``; return the row as stored (its version one higher).
+
+        ``also`` runs in the same transaction once the row is written (the
+        passkey bookkeeping of a vote, :class:`~hatp.store.PasskeyBook`): if it
+        raises, nothing is written and its error passes through.
 
         Raises:
             AskConflict: the ask was updated since ``row`` was read (another
@@ -167,6 +184,8 @@ class AskStore:
             won = conn.execute(_UPDATE, params).first()
             if won is None:
                 current = conn.execute(_GET, {"ask_id": row.ask_id}).first()
+            elif also is not None:
+                also(conn)
         if won is not None:
             return replace(row, version=row.version + 1)
         if current is None:

@@ -1,4 +1,4 @@
-"""A participant over MCP that reconnects: the demo's link to a server process that may die.
+"""A participant over MCP that reconnects: a link to a server process that may die.
 
 :class:`McpLink` is a :class:`~hatp.participant.Participant`. It opens an MCP
 client on first use and checks the server with
@@ -26,7 +26,7 @@ from mcp import Client
 
 from hatp.errors import HatpError, ParticipantUnavailable
 from hatp.evidence import Keyring
-from hatp.mcp import McpParticipant, mcp_participant
+from hatp.mcp._participant_client import McpParticipant, mcp_participant
 from hatp.model import BranchStatus, Plan, Preconditions
 
 __all__ = ["McpLink"]

@@ -1,0 +1,279 @@
+"""What the edges take and give: one request shape per role method, for MCP and HTTP alike.
+
+The MCP binding (``hatp.mcp``) reads a method's JSON-RPC params with these
+models; the HTTP API (``hatp.http``) reads the same members from a route's
+path, query and body, assembled into one object, with the same models. So a
+request has one shape whichever edge carries it (docs/spec.md §21, §25).
+:func:`approval_request` and :func:`resolve_answer` turn a request into the
+role's call and its answer into JSON, also once for both edges. The response
+models (``*Answer``) describe answers that are not signed documents, for the
+OpenAPI description; a signed document is always sent exactly as signed,
+never re-serialized through a model.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Annotated, Any, Final, Literal
+
+from pydantic import Field, StrictInt, StringConstraints
+
+from hatp.clock import parse_time
+from hatp.coordinator import ApprovalRequest
+from hatp.directory import Directory
+from hatp.errors import AskInvalid
+from hatp.model import Status, TxnState, WireModel, WireTime, parse_plan
+
+__all__ = [
+    "MAX_WAIT_SECONDS",
+    "AcquireParams",
+    "AnsweredParams",
+    "AskParams",
+    "BeginParams",
+    "CallParams",
+    "CandidateAnswer",
+    "DecimalText",
+    "ExcludedAnswer",
+    "HatpParams",
+    "LockAnswer",
+    "PollParams",
+    "QuestionParams",
+    "RecordAnswer",
+    "ReleaseParams",
+    "RenewParams",
+    "ResolveAnswer",
+    "ResolveParams",
+    "TightenParams",
+    "TxnParams",
+    "TxnStateAnswer",
+    "WithdrawParams",
+    "approval_request",
+    "resolve_answer",
+]
+
+#: The longest one long poll (``txn/voted``, ``ask/answered``, a tool round) waits, in seconds.
+MAX_WAIT_SECONDS: Final = 30.0
+
+#: A non-negative decimal amount as text, e.g. ``"730.00"``.
+DecimalText = Annotated[str, StringConstraints(pattern=r"^[0-9]{1,30}(\.[0-9]{1,30})?$")]
+
+
+class HatpParams(WireModel):
+    """Base of every hatp request's params: camelCase on the wire, strict types,
+    unknown members refused. An edge reads them before the role is called and
+    refuses params that do not fit, naming the member (MCP: ``PEER_INCOMPATIBLE``
+    reason ``METHOD``; HTTP: 400 ``INVALID_JSON``)."""
+
+
+# -- the Human Gateway -----------------------------------------------------------
+
+
+class AskParams(HatpParams):
+    """``txn/ask`` and ``txn/estimate``: one approval group of a plan, answered by ``decideBy``."""
+
+    txn_id: str = Field(min_length=1, max_length=512)
+    plan: dict[str, Any] = Field(description="the Plan, wire form (schemas/Plan.json)")
+    plan_digest: str = Field(min_length=1, max_length=256)
+    group_id: str = Field(min_length=1, max_length=256)
+    decide_by: WireTime
+    terms: dict[str, Any] | None = Field(
+        default=None, description="holds-first: the HoldTerms people approve with the plan"
+    )
+
+
+class PollParams(HatpParams):
+    """``txn/voted``: the ask to poll, and how long to wait for its decision."""
+
+    ask_id: str = Field(min_length=1, max_length=256)
+    wait_seconds: float = Field(default=0.0, ge=0.0)
+
+
+class WithdrawParams(HatpParams):
+    """``txn/withdraw``: the ask nobody needs any more, and why."""
+
+    ask_id: str = Field(min_length=1, max_length=256)
+    reason: str = Field(max_length=1000)
+
+
+class TightenParams(HatpParams):
+    """``txn/tighten``: the open ask, and its new (earlier) deadline."""
+
+    ask_id: str = Field(min_length=1, max_length=256)
+    decide_by: WireTime
+
+
+class QuestionParams(HatpParams):
+    """``ask/question``: the Question (wire form)."""
+
+    question: dict[str, Any] = Field(description="the Question (schemas/Question.json)")
+
+
+class CallParams(HatpParams):
+    """``ask/call``: the CallRequest (wire form)."""
+
+    request: dict[str, Any] = Field(description="the CallRequest (schemas/CallRequest.json)")
+
+
+class AnsweredParams(HatpParams):
+    """``ask/answered``: poll a call or question ask."""
+
+    ask_id: str = Field(min_length=1, max_length=256)
+    kind: Literal["call", "question"]
+    wait_seconds: float = Field(default=0.0, ge=0.0)
+
+
+class ResolveParams(HatpParams):
+    """``directory/resolve``: an address, the action and the amounts per currency."""
+
+    address: str = Field(min_length=1, max_length=2048)
+    action: str = Field(min_length=1, max_length=256)
+    amounts: dict[str, DecimalText] = Field(default_factory=dict)
+    on_behalf_of: str = Field(min_length=1, max_length=512)
+    initiator_principal: str | None = None
+    deadline_seconds: float | None = Field(default=None, ge=0.0)
+    passkey_required: bool = False
+
+
+def approval_request(params: AskParams) -> ApprovalRequest:
+    """The gateway's :class:`~hatp.coordinator.ApprovalRequest` for ``params``.
+
+    Raises:
+        PlanInvalid, VersionUnsupported: the plan does not parse.
+        AskInvalid: reason ``UNKNOWN_GROUP``: the plan has no group ``groupId``.
+    """
+    plan = parse_plan(params.plan)
+    group = next((g for g in plan.approvals if g.group_id == params.group_id), None)
+    if group is None:
+        raise AskInvalid(
+            f"plan {plan.txn_id!r} has no approval group {params.group_id!r}",
+            reason="UNKNOWN_GROUP",
+            group_id=params.group_id,
+        )
+    return ApprovalRequest(
+        txn_id=params.txn_id,
+        plan=plan,
+        plan_digest=params.plan_digest,
+        group=group,
+        decide_by=parse_time(params.decide_by),
+        terms=params.terms,
+    )
+
+
+def resolve_answer(directory: Directory, params: ResolveParams) -> dict[str, Any]:
+    """``directory/resolve``: :meth:`Directory.resolve` as JSON (:class:`ResolveAnswer`), each
+    candidate with its card as the directory signed it, so the caller verifies it.
+
+    Raises:
+        AddressInvalid: the address does not parse, or is an agent's.
+    """
+    resolution = directory.resolve(
+        params.address,
+        params.action,
+        amounts={currency: Decimal(value) for currency, value in params.amounts.items()},
+        on_behalf_of=params.on_behalf_of,
+        initiator_principal=params.initiator_principal,
+        deadline_seconds=params.deadline_seconds,
+        passkey_required=params.passkey_required,
+    )
+    return {
+        "directory": directory.issuer,
+        "address": str(resolution.address),
+        "needed": resolution.needed,
+        "candidates": [
+            {
+                "id": c.id,
+                "card": directory.signed(c.id),
+                "status": c.status.value,
+                "load": f"{c.load.numerator}/{c.load.denominator}",
+                "slaFits": c.sla_fits,
+            }
+            for c in resolution.candidates
+        ],
+        "excluded": [e.to_json() for e in resolution.excluded],
+    }
+
+
+class CandidateAnswer(WireModel):
+    """One candidate of a resolution, best first."""
+
+    id: str
+    card: dict[str, Any] = Field(description="the Human Card as its directory signed it")
+    status: Status
+    load: Annotated[str, StringConstraints(pattern=r"^[0-9]+/[1-9][0-9]*$")]
+    sla_fits: bool
+
+
+class ExcludedAnswer(WireModel):
+    """One person the address matched who is not a candidate, and the rule why."""
+
+    id: str
+    result: Literal["excluded"]
+    rule: str
+    detail: str
+
+
+class ResolveAnswer(WireModel):
+    """The answer of ``directory/resolve`` (:func:`resolve_answer`)."""
+
+    directory: str
+    address: str
+    needed: int = Field(ge=1)
+    candidates: list[CandidateAnswer]
+    excluded: list[ExcludedAnswer]
+
+
+# -- the coordinator -------------------------------------------------------------------
+
+
+class BeginParams(HatpParams):
+    """``txn/begin``: the plan to run as one transaction."""
+
+    plan: dict[str, Any] = Field(description="the Plan, wire form (schemas/Plan.json)")
+
+
+class TxnParams(HatpParams):
+    """``txn/state`` and ``txn/record``: which transaction."""
+
+    txn_id: str
+
+
+class AcquireParams(HatpParams):
+    """``lock/acquire``: take the log's lease on a transaction for ``seconds``."""
+
+    txn_id: str
+    owner: str = Field(min_length=1, max_length=256)
+    seconds: float = Field(gt=0, le=86400)
+
+
+class RenewParams(AcquireParams):
+    """``lock/renew``: extend the lease held at ``fence``."""
+
+    fence: StrictInt
+
+
+class ReleaseParams(HatpParams):
+    """``lock/release``: hand the lease held at ``fence`` back."""
+
+    txn_id: str
+    owner: str = Field(min_length=1, max_length=256)
+    fence: StrictInt
+
+
+class TxnStateAnswer(WireModel):
+    """Where a transaction stands in the log (``txn/begin``, ``txn/state``)."""
+
+    txn_id: str
+    state: TxnState
+
+
+class RecordAnswer(WireModel):
+    """``txn/record``: the Transaction Record as logged so far."""
+
+    record: dict[str, Any] = Field(description="the TransactionRecord (schemas/TransactionRecord)")
+
+
+class LockAnswer(WireModel):
+    """``lock/*``: the transaction and the fence of the lease (``null``: held elsewhere)."""
+
+    txn_id: str
+    fence: int | None

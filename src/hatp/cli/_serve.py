@@ -1,0 +1,213 @@
+"""``hatp serve``: the Human Gateway, the Directory and the coordinator over HTTP.
+
+The command reads the settings (a TOML file, then flags over it), opens the
+roles (:func:`hatp.http.open_services`, or the demo world's with ``--demo``),
+binds the socket, prints where it listens and serves with uvicorn until
+Ctrl-C. The work is in :mod:`hatp.http`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import socket
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Annotated
+
+import typer
+import uvicorn
+
+from hatp.cli._app import app, err, reports_errors
+from hatp.errors import ConfigInvalid
+from hatp.http import (
+    OPENAPI_PATH,
+    ServeConfig,
+    Services,
+    demo_services,
+    load_config,
+    open_services,
+    parse_only,
+)
+
+_EPILOG = (
+    "Try it: hatp serve --demo (then open the URL it prints, and /openapi.json).\n\n"
+    "Your own: hatp serve --config hatp.toml [--only directory] [--port 8080] "
+    "[--db postgresql://user@host/db]"
+)
+
+
+@app.command("serve", epilog=_EPILOG)
+@reports_errors
+def serve(
+    config: Annotated[
+        Path | None,
+        typer.Option(
+            "--config",
+            "-c",
+            help="Settings file (TOML) with \\[server], \\[gateway], \\[directory] and "
+            "\\[coordinator] tables; see docs/spec.md §25.",
+            show_default=False,
+        ),
+    ] = None,
+    db: Annotated[
+        str | None,
+        typer.Option(
+            "--db",
+            help="Database for the gateway's asks and the coordinator's log: a SQLite file "
+            "or a postgresql:// URL.",
+            show_default="hatp.db",
+        ),
+    ] = None,
+    host: Annotated[
+        str | None,
+        typer.Option("--host", help="Address to listen on.", show_default="127.0.0.1"),
+    ] = None,
+    port: Annotated[
+        int | None,
+        typer.Option(
+            "--port",
+            help="Port to listen on; 0 lets the system choose.",
+            show_default="8000",
+            min=0,
+            max=65535,
+        ),
+    ] = None,
+    only: Annotated[
+        str | None,
+        typer.Option(
+            "--only",
+            help="Serve only these roles: gateway, directory, coordinator, comma-separated.",
+            show_default="every role configured",
+        ),
+    ] = None,
+    demo: Annotated[
+        bool,
+        typer.Option(
+            "--demo",
+            help="Serve the demo trip world (acme's gateway and directory, the trip's "
+            "coordinator, scripted approvers); no settings needed.",
+        ),
+    ] = False,
+    demo_folder: Annotated[
+        Path | None,
+        typer.Option(
+            "--demo-folder",
+            help="Where --demo keeps its world, keys and plan.",
+            show_default="a new temp folder",
+        ),
+    ] = None,
+) -> None:
+    """Serve the Human Gateway, the Directory and the coordinator's JSON API over HTTP.
+
+    One process serves each role configured (or those --only names), plus
+    /.well-known/human-card.json and the OpenAPI description at /openapi.json.
+    Settings come from --config, and the flags override them. Prints the URL on
+    stdout once listening; Ctrl-C stops it. Exit 2 when the settings are unusable.
+    """
+    roles = None if only is None else parse_only(only)
+    if demo:
+        if config is not None:
+            raise ConfigInvalid("--demo needs no --config: leave one of them out", key="demo")
+        folder = demo_folder or Path(tempfile.mkdtemp(prefix="hatp-serve-"))
+        settings = ServeConfig(host=host or "127.0.0.1", port=8000 if port is None else port)
+        opened = demo_services(folder, db=db, only=roles)
+    else:
+        if config is None:
+            raise ConfigInvalid(
+                "say what to serve: --config FILE (see --help), or --demo to try it", key=None
+            )
+        settings = load_config(config).with_flags(db=db, host=host, port=port, only=roles)
+        opened = open_services(settings)
+    asyncio.run(_serve(settings, opened))
+
+
+async def _serve(
+    settings: ServeConfig, opened: contextlib.AbstractAsyncContextManager[Services]
+) -> None:
+    sock = _listening(settings.host, settings.port)
+    try:
+        async with opened as services:
+            server = _Server(uvicorn.Config(services.app(), log_level="warning", access_log=False))
+            url = f"http://{_shown(settings.host)}:{sock.getsockname()[1]}"
+            _banner(url, services)
+            loop = asyncio.get_running_loop()
+            for sig in _SIGNALS:
+                loop.add_signal_handler(sig, server.stop)
+            try:
+                await server.serve(sockets=[sock])
+            finally:
+                for sig in _SIGNALS:
+                    loop.remove_signal_handler(sig)
+    finally:
+        sock.close()
+    err.print("hatp serve: stopped")
+
+
+_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+class _Server(uvicorn.Server):
+    """uvicorn, stopped by this command's own signal handlers: Ctrl-C or SIGTERM ends the
+    serving, then the roles close (stores, links) and the command exits 0."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+    def stop(self) -> None:
+        """Finish the requests under way and stop (a second call: stop at once)."""
+        if self.should_exit:
+            self.force_exit = True
+        self.should_exit = True
+
+
+def _banner(url: str, services: Services) -> None:
+    served, notes = services.served, services.notes
+    err.rule(f"hatp serve: {', '.join(served)}")
+    for role in served:
+        err.print(f"  {role:<12} {url}/{role}/…", soft_wrap=True)
+    err.print(f"  {'openapi':<12} {url}{OPENAPI_PATH}", soft_wrap=True)
+    if "directory" in served:
+        err.print(f"  {'well-known':<12} {url}/.well-known/human-card.json", soft_wrap=True)
+    for note in notes:
+        err.print(f"  {note}", soft_wrap=True, markup=False, highlight=False)
+    if "coordinator" in served:
+        err.print(
+            f"  begin a transaction: curl -X POST {url}/coordinator/txns "
+            "-H 'content-type: application/json' "
+            f"--data @{services.example or 'BODY.json'}",
+            soft_wrap=True,
+            markup=False,
+        )
+    err.print("  Ctrl-C stops the server.")
+    typer.echo(url)  # stdout carries only the URL, for scripts
+
+
+def _listening(host: str, port: int) -> socket.socket:
+    """A socket bound and listening before the server starts, so the port is known (0:
+    the system chooses) and a client may connect at once.
+
+    Raises:
+        ConfigInvalid: key ``server.port``: the address is taken or cannot be bound.
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise ConfigInvalid(
+            f"cannot listen on {host}:{port}: {exc.strerror}; choose another --port or --host",
+            key="server.port",
+        ) from None
+    sock.listen(128)
+    sock.setblocking(False)
+    return sock
+
+
+def _shown(host: str) -> str:
+    return f"[{host}]" if ":" in host else host

@@ -1,0 +1,191 @@
+"""The JSON API's machinery: one table of operations, read into routes and into OpenAPI.
+
+An :class:`Operation` names a role method's HTTP form: its method and path,
+the params model it takes (the MCP binding's, from :mod:`hatp._edge_params`),
+which members come from the path and the query, and what it answers. Its
+params are assembled from the path, the query and the JSON body into one
+object and read with that model, so a request has one shape on every edge.
+:func:`routes` makes the Starlette routes; ``hatp.http._openapi`` describes
+the same table. A handler only calls the role and returns its answer.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from hatp._edge_params import HatpParams
+from hatp.errors import BodyTooLarge, HatpError, InvalidJson
+from hatp.evidence import parse_json
+from hatp.http._errors import error_response
+
+__all__ = ["DEFAULT_MAX_BODY_BYTES", "Carrying", "Operation", "routes"]
+
+#: The largest request body the API reads by default, in bytes (1 MiB).
+DEFAULT_MAX_BODY_BYTES = 1024 * 1024
+
+#: An operation's work: the params read, the answer's JSON members.
+Handler = Callable[[Any], Awaitable[Mapping[str, Any]]]
+
+_PATH_MEMBER = re.compile(r"\{([A-Za-z]+)(?::path)?\}")
+_NUMBER = re.compile(r"^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?$")
+
+
+@dataclass(frozen=True)
+class Carrying:
+    """An answer that carries signed documents as they were signed: ``{member: one of
+    models}``, or ``{}`` when ``member`` is ``None``. Only OpenAPI reads it."""
+
+    member: str | None
+    models: tuple[type[BaseModel], ...] = ()
+
+
+@dataclass(frozen=True)
+class Operation:
+    """One route of the API and the role method it carries.
+
+    ``path`` names its path members as ``{askId}`` (wire names; ``{cardId:path}``
+    takes slashes too); ``query`` the members read from the query string (a JSON
+    number or ``true``/``false`` there is read as one, anything else as text);
+    ``fixed`` members the route itself sets (``kind`` of an answered poll);
+    every other member of ``params`` comes from the JSON body (POST). ``answer``
+    describes the success body for OpenAPI: a model, or a :class:`Carrying`;
+    ``refusals`` the hatp error codes it may answer with.
+    """
+
+    method: str
+    path: str
+    name: str
+    summary: str
+    params: type[HatpParams]
+    handler: Handler
+    answer: type[BaseModel] | Carrying
+    refusals: tuple[str, ...]
+    query: tuple[str, ...] = ()
+    fixed: Mapping[str, Any] = field(default_factory=dict)
+    status: int = 200
+    location: Callable[[Mapping[str, Any]], str] | None = None
+    #: Whether ``name`` is an MCP method of the binding (else the route's own name).
+    mcp: bool = True
+
+    @property
+    def path_members(self) -> tuple[str, ...]:
+        """The wire names of the members this operation reads from its path."""
+        return tuple(_PATH_MEMBER.findall(self.path))
+
+    @property
+    def body_members(self) -> tuple[str, ...]:
+        """The wire names of the members this operation reads from its JSON body."""
+        if self.method != "POST":
+            return ()
+        taken = {*self.path_members, *self.query, *self.fixed}
+        return tuple(n for n in _wire_names(self.params) if n not in taken)
+
+    async def read(self, request: Request, max_body_bytes: int) -> HatpParams:
+        """This operation's params, from ``request``'s path, query and body.
+
+        Raises:
+            InvalidJson: the body is not strict JSON or not an object, a member comes
+                twice or from the wrong place, or the params do not fit their model
+                (``data.where`` names the member).
+            BodyTooLarge: the body is larger than ``max_body_bytes``.
+        """
+        members: dict[str, Any] = {}
+        if self.method == "POST":
+            body = await _body(request, max_body_bytes)
+            doc = {} if not body.strip() else parse_json(body)
+            if not isinstance(doc, dict):
+                raise InvalidJson("the request body is a JSON object", where="")
+            for name in doc:
+                if name not in self.body_members and name in _wire_names(self.params):
+                    raise InvalidJson(
+                        f"{name} is given in the path or the query of {self.path}, not in the body",
+                        where=f"/{name}",
+                    )
+            members.update(doc)
+        for name, text in request.query_params.multi_items():
+            if name not in self.query:
+                raise InvalidJson(
+                    f"{self.method} {self.path} takes no query member {name!r}"
+                    + (f"; it takes {', '.join(self.query)}" if self.query else ""),
+                    where=f"/{name}",
+                )
+            if name in members:
+                raise InvalidJson(f"{name} is given twice in the query", where=f"/{name}")
+            members[name] = _query_value(text)
+        members.update(request.path_params)
+        members.update(self.fixed)
+        return _validated(self.params, members, f"{self.method} {self.path}")
+
+    def route(self, max_body_bytes: int) -> Route:
+        """The Starlette route that reads the params, calls the handler and renders."""
+
+        async def endpoint(request: Request) -> Response:
+            try:
+                params = await self.read(request, max_body_bytes)
+                answer = dict(await self.handler(params))
+            except HatpError as error:
+                return error_response(error)
+            headers = None if self.location is None else {"Location": self.location(answer)}
+            return JSONResponse(answer, status_code=self.status, headers=headers)
+
+        name = f"hatp {self.method} {self.path}"
+        return Route(self.path, endpoint, methods=[self.method], name=name)
+
+
+def routes(operations: Sequence[Operation], max_body_bytes: int) -> list[Route]:
+    """The Starlette routes of ``operations``."""
+    return [op.route(max_body_bytes) for op in operations]
+
+
+async def _body(request: Request, limit: int) -> bytes:
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise _too_large(limit)
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise _too_large(limit)
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _too_large(limit: int) -> BodyTooLarge:
+    return BodyTooLarge(
+        f"the request body is larger than the {limit} bytes this server reads; "
+        "nothing ran: send a smaller one",
+        limit=limit,
+    )
+
+
+def _query_value(text: str) -> Any:
+    if _NUMBER.match(text):
+        return float(text) if any(c in text for c in ".eE") else int(text)
+    if text in ("true", "false"):
+        return text == "true"
+    return text
+
+
+def _wire_names(model: type[BaseModel]) -> list[str]:
+    return [info.alias or name for name, info in model.model_fields.items()]
+
+
+def _validated(model: type[HatpParams], members: Mapping[str, Any], label: str) -> HatpParams:
+    try:
+        return model.model_validate(members)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = "/" + "/".join(str(part) for part in first["loc"])
+        raise InvalidJson(
+            f"the request does not fit {label}: {where}: {first['msg']}",
+            where=where,
+        ) from None

@@ -1,0 +1,162 @@
+"""The coordinator's JSON API: begin a transaction, follow it, read its record, hold it still.
+
+The MCP binding's coordinator methods as routes (``txn/begin``, ``txn/state``,
+``txn/record``, ``lock/acquire``, ``lock/renew``, ``lock/release``). A begun
+transaction is in the log before the answer is sent and runs in a task this
+API keeps; :meth:`CoordinatorApi.aclose` stops the ones still running when the
+server stops (the log keeps them for :meth:`~hatp.coordinator.Coordinator.recover`).
+Serve it only behind the server's authentication: whoever reaches it can begin
+transactions and take leases.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import quote
+
+from hatp._edge_params import (
+    AcquireParams,
+    BeginParams,
+    LockAnswer,
+    RecordAnswer,
+    ReleaseParams,
+    RenewParams,
+    TxnParams,
+    TxnStateAnswer,
+)
+from hatp.coordinator import Coordinator, Outcome
+from hatp.http._api import Operation
+
+__all__ = ["CoordinatorApi"]
+
+
+class CoordinatorApi:
+    """The operations of one coordinator, and the transactions they began."""
+
+    def __init__(self, coordinator: Coordinator, prefix: str = "/coordinator") -> None:
+        self._coordinator = coordinator
+        self._prefix = prefix
+        self._running: set[asyncio.Task[Outcome]] = set()
+        #: Errors a transaction's task ended with (its state is in the log).
+        self.failures: list[BaseException] = []
+
+    def operations(self) -> list[Operation]:
+        """The coordinator's operations under the prefix (see docs/spec.md §25)."""
+        txns = f"{self._prefix}/txns"
+        txn = txns + "/{txnId}"
+        return [
+            Operation(
+                "POST",
+                txns,
+                "txn/begin",
+                "Begin a transaction for a plan; it runs in the background",
+                BeginParams,
+                self._begin,
+                TxnStateAnswer,
+                ("PLAN_INVALID", "VERSION_UNSUPPORTED", "OUTCOME_CONFLICT", "STORE_UNAVAILABLE"),
+                status=201,
+                location=lambda answer: f"{txns}/{quote(str(answer['txnId']), safe='')}",
+            ),
+            Operation(
+                "GET",
+                txn,
+                "txn/state",
+                "Where a transaction stands in the log",
+                TxnParams,
+                self._state,
+                TxnStateAnswer,
+                ("TXN_UNKNOWN", "STORE_UNAVAILABLE"),
+            ),
+            Operation(
+                "GET",
+                txn + "/record",
+                "txn/record",
+                "The Transaction Record as logged so far (verify it with hatp verify)",
+                TxnParams,
+                self._record,
+                RecordAnswer,
+                ("TXN_UNKNOWN", "STORE_UNAVAILABLE"),
+            ),
+            Operation(
+                "POST",
+                txn + "/lock",
+                "lock/acquire",
+                "Take the log's lease on a transaction (fence null: held elsewhere)",
+                AcquireParams,
+                self._acquire,
+                LockAnswer,
+                ("TXN_UNKNOWN", "STORE_UNAVAILABLE"),
+            ),
+            Operation(
+                "POST",
+                txn + "/lock/renew",
+                "lock/renew",
+                "Extend the lease held at a fence",
+                RenewParams,
+                self._renew,
+                LockAnswer,
+                ("STALE_FENCE", "TXN_UNKNOWN", "STORE_UNAVAILABLE"),
+            ),
+            Operation(
+                "POST",
+                txn + "/lock/release",
+                "lock/release",
+                "Hand the lease held at a fence back",
+                ReleaseParams,
+                self._release,
+                LockAnswer,
+                ("STALE_FENCE", "TXN_UNKNOWN", "STORE_UNAVAILABLE"),
+            ),
+        ]
+
+    def running(self) -> list[asyncio.Task[Outcome]]:
+        """The tasks of the transactions begun here that are still running."""
+        return list(self._running)
+
+    async def aclose(self) -> None:
+        """Stop every transaction still running here and wait for it; the log keeps it."""
+        for task in list(self._running):
+            task.cancel()
+        for task in list(self._running):
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    def _settled(self, task: asyncio.Task[Outcome]) -> None:
+        self._running.discard(task)
+        if not task.cancelled() and (error := task.exception()) is not None:
+            self.failures.append(error)
+
+    async def _begin(self, params: BeginParams) -> Mapping[str, Any]:
+        task = self._coordinator.begin(params.plan)
+        self._running.add(task)
+        task.add_done_callback(self._settled)
+        txn_id = str(params.plan["txnId"])
+        return {"txnId": txn_id, "state": self._coordinator.state(txn_id).value}
+
+    async def _state(self, params: TxnParams) -> Mapping[str, Any]:
+        return {"txnId": params.txn_id, "state": self._coordinator.state(params.txn_id).value}
+
+    async def _record(self, params: TxnParams) -> Mapping[str, Any]:
+        return {"record": self._coordinator.record(params.txn_id)}
+
+    async def _acquire(self, params: AcquireParams) -> Mapping[str, Any]:
+        log, now = self._coordinator.log, self._coordinator.clock.now()
+        fence = await asyncio.to_thread(
+            log.acquire, params.txn_id, params.owner, now, params.seconds
+        )
+        return {"txnId": params.txn_id, "fence": fence}
+
+    async def _renew(self, params: RenewParams) -> Mapping[str, Any]:
+        log, now = self._coordinator.log, self._coordinator.clock.now()
+        await asyncio.to_thread(
+            log.renew, params.txn_id, params.owner, params.fence, now, params.seconds
+        )
+        return {"txnId": params.txn_id, "fence": params.fence}
+
+    async def _release(self, params: ReleaseParams) -> Mapping[str, Any]:
+        log = self._coordinator.log
+        await asyncio.to_thread(log.release, params.txn_id, params.owner, params.fence)
+        return {"txnId": params.txn_id, "fence": params.fence}

@@ -1,0 +1,168 @@
+"""The Human Gateway's JSON API: the MCP binding's gateway methods, as routes.
+
+Each route reads the same params as its MCP method (:mod:`hatp._edge_params`)
+and answers what :class:`~hatp.gateway.HumanGateway` signed, unchanged under
+``answer`` (``estimate`` for an estimate), so the caller verifies it as it would
+an in-process one. The polls are long polls on the gateway's own clock: they
+answer as soon as the ask is decided, or after ``waitSeconds`` (at most
+:data:`~hatp._edge_params.MAX_WAIT_SECONDS`); waiting never holds the event loop.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hatp._edge_params import (
+    MAX_WAIT_SECONDS,
+    AnsweredParams,
+    AskParams,
+    CallParams,
+    PollParams,
+    QuestionParams,
+    TightenParams,
+    WithdrawParams,
+    approval_request,
+)
+from hatp.clock import parse_time
+from hatp.gateway import HumanGateway
+from hatp.http._api import Carrying, Operation
+from hatp.model import Answer, Approval, CallApproval, ChainEstimate, PendingVote
+
+__all__ = ["gateway_operations"]
+
+_ROUTING = ("PLAN_INVALID", "VERSION_UNSUPPORTED", "REQUIREMENT_BELOW_TOTAL", "ADDRESS_INVALID")
+
+
+def gateway_operations(gateway: HumanGateway, prefix: str = "/gateway") -> list[Operation]:
+    """The gateway's operations under ``prefix`` (see docs/spec.md §25)."""
+
+    async def ask(params: AskParams) -> dict[str, Any]:
+        return {"answer": await gateway.ask(approval_request(params))}
+
+    async def voted(params: PollParams) -> dict[str, Any]:
+        wait = min(params.wait_seconds, MAX_WAIT_SECONDS)
+        return {"answer": await gateway.poll(params.ask_id, wait_seconds=wait)}
+
+    async def withdraw(params: WithdrawParams) -> dict[str, Any]:
+        await gateway.withdraw(params.ask_id, params.reason)
+        return {}
+
+    async def estimate(params: AskParams) -> dict[str, Any]:
+        return {"estimate": await gateway.estimate(approval_request(params))}
+
+    async def tighten(params: TightenParams) -> dict[str, Any]:
+        return {"answer": await gateway.tighten(params.ask_id, parse_time(params.decide_by))}
+
+    async def question(params: QuestionParams) -> dict[str, Any]:
+        return {"answer": await gateway.ask_question(params.question)}
+
+    async def call(params: CallParams) -> dict[str, Any]:
+        return {"answer": await gateway.ask_call(params.request)}
+
+    async def answered(params: AnsweredParams) -> dict[str, Any]:
+        wait = min(params.wait_seconds, MAX_WAIT_SECONDS)
+        if params.kind == "call":
+            return {"answer": await gateway.poll_call(params.ask_id, wait_seconds=wait)}
+        return {"answer": await gateway.poll_question(params.ask_id, wait_seconds=wait)}
+
+    decision = Carrying("answer", (PendingVote, Approval))
+    call_decision = Carrying("answer", (PendingVote, CallApproval))
+    answer = Carrying("answer", (PendingVote, Answer))
+    asks = f"{prefix}/asks"
+    return [
+        Operation(
+            "POST",
+            asks,
+            "txn/ask",
+            "Ask an approval group of a plan (a coordinator's request)",
+            AskParams,
+            ask,
+            decision,
+            ("ASK_INVALID", *_ROUTING, "STORE_UNAVAILABLE"),
+        ),
+        Operation(
+            "GET",
+            asks + "/{askId}",
+            "txn/voted",
+            "Poll an approval ask: the pending vote, or the Approval once decided",
+            PollParams,
+            voted,
+            decision,
+            ("ASK_UNKNOWN", "STORE_UNAVAILABLE"),
+            query=("waitSeconds",),
+        ),
+        Operation(
+            "POST",
+            asks + "/{askId}/withdraw",
+            "txn/withdraw",
+            "Withdraw an ask nobody needs any more",
+            WithdrawParams,
+            withdraw,
+            Carrying(None),
+            ("ASK_UNKNOWN", "ASK_CONFLICT", "STORE_UNAVAILABLE"),
+        ),
+        Operation(
+            "POST",
+            asks + "/{askId}/tighten",
+            "txn/tighten",
+            "Move an open ask's deadline earlier",
+            TightenParams,
+            tighten,
+            Carrying("answer", (PendingVote, Approval, CallApproval)),
+            ("RESPONSE_REFUSED", "ASK_UNKNOWN", "ASK_CONFLICT", "STORE_UNAVAILABLE"),
+        ),
+        Operation(
+            "POST",
+            f"{prefix}/estimate",
+            "txn/estimate",
+            "Estimate the chain of people an ask would reach, asking nobody",
+            AskParams,
+            estimate,
+            Carrying("estimate", (ChainEstimate,)),
+            ("ASK_INVALID", *_ROUTING),
+        ),
+        Operation(
+            "POST",
+            f"{prefix}/questions",
+            "ask/question",
+            "Ask a person a question (an agent's request)",
+            QuestionParams,
+            question,
+            answer,
+            ("QUESTION_INVALID", "ADDRESS_INVALID", "ASK_WITHDRAWN", "STORE_UNAVAILABLE"),
+        ),
+        Operation(
+            "GET",
+            f"{prefix}/questions/{{askId}}",
+            "ask/answered",
+            "Poll a question: the pending, or the signed Answer",
+            AnsweredParams,
+            answered,
+            answer,
+            ("ASK_UNKNOWN", "ASK_WITHDRAWN", "STORE_UNAVAILABLE"),
+            query=("waitSeconds",),
+            fixed={"kind": "question"},
+        ),
+        Operation(
+            "POST",
+            f"{prefix}/calls",
+            "ask/call",
+            "Ask people to approve one exact tool call (an agent's request)",
+            CallParams,
+            call,
+            call_decision,
+            ("CALL_INVALID", "VERSION_UNSUPPORTED", "STORE_UNAVAILABLE"),
+        ),
+        Operation(
+            "GET",
+            f"{prefix}/calls/{{askId}}",
+            "ask/answered",
+            "Poll a call ask: the pending vote, or the signed CallApproval",
+            AnsweredParams,
+            answered,
+            call_decision,
+            ("ASK_UNKNOWN", "STORE_UNAVAILABLE"),
+            query=("waitSeconds",),
+            fixed={"kind": "call"},
+        ),
+    ]

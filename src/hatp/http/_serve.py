@@ -1,0 +1,115 @@
+"""The ``hatp serve`` application: the gateway's, directory's and coordinator's JSON API.
+
+:func:`hatp_app` builds one Starlette app from whichever roles it is given
+(each can be served alone), plus ``/.well-known/human-card.json``,
+``/openapi.json`` and an index at ``/``. The app only carries requests: every
+rule stays in the role (docs/spec.md §25).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from hatp.coordinator import Coordinator
+from hatp.directory import Directory
+from hatp.gateway import HumanGateway
+from hatp.http._api import DEFAULT_MAX_BODY_BYTES, Operation, routes
+from hatp.http._coordinator_api import CoordinatorApi
+from hatp.http._directory_api import directory_operations, well_known_route
+from hatp.http._gateway_api import gateway_operations
+from hatp.http._openapi import OPENAPI_PATH, openapi_document
+from hatp.model import WELL_KNOWN_PATH
+from hatp.version import PROTOCOL_VERSION
+
+__all__ = ["hatp_app"]
+
+
+def hatp_app(
+    *,
+    gateway: HumanGateway | None = None,
+    directory: Directory | None = None,
+    coordinator: Coordinator | None = None,
+    well_known: Mapping[str, Any] | None = None,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    title: str = "hatp",
+) -> Starlette:
+    """Return the app serving the JSON API of each role given.
+
+    - ``gateway``: ``/gateway/…`` (asks, polls, withdraw, tighten, estimate,
+      questions, calls); the app runs the gateway's background loop (SLAs,
+      escalations, deadlines) from its startup to its shutdown.
+    - ``directory``: ``/directory/…`` (resolve, the cards).
+    - ``coordinator``: ``/coordinator/txns…``; transactions it begins run in the
+      app's event loop, and those still running at shutdown are stopped, left in
+      the log for :meth:`~hatp.coordinator.Coordinator.recover`.
+    - ``well_known``: the document served at ``/.well-known/human-card.json``
+      (see :func:`hatp.directory.well_known`).
+
+    A request body larger than ``max_body_bytes`` is refused 413 ``BODY_TOO_LARGE``.
+    ``app.state.hatp_operations`` lists the operations served (what the OpenAPI
+    document describes); ``app.state.hatp_coordinator`` holds the coordinator's
+    API (:meth:`running` gives the tasks of the transactions it began), or ``None``.
+
+    Raises:
+        ValueError: no role and no well-known document to serve, or ``well_known``
+            is not a WellKnown document.
+    """
+    if gateway is None and directory is None and coordinator is None and well_known is None:
+        raise ValueError("give hatp_app at least one role (gateway, directory, coordinator)")
+    operations: list[Operation] = []
+    served: list[str] = []
+    if gateway is not None:
+        operations += gateway_operations(gateway)
+        served.append("gateway")
+    if directory is not None:
+        operations += directory_operations(directory)
+        served.append("directory")
+    coordinator_api = None if coordinator is None else CoordinatorApi(coordinator)
+    if coordinator_api is not None:
+        operations += coordinator_api.operations()
+        served.append("coordinator")
+    document = openapi_document(operations, title=title, well_known=well_known is not None)
+    index = {
+        "service": title,
+        "hatpVersion": PROTOCOL_VERSION,
+        "serves": served,
+        "openapi": OPENAPI_PATH,
+        "wellKnown": WELL_KNOWN_PATH if well_known is not None else None,
+    }
+
+    async def openapi(_: Request) -> Response:
+        return JSONResponse(document)
+
+    async def home(_: Request) -> Response:
+        return JSONResponse(index)
+
+    extra = [
+        Route("/", home, methods=["GET"], name="hatp-index"),
+        Route(OPENAPI_PATH, openapi, methods=["GET"], name="hatp-openapi"),
+    ]
+    if well_known is not None:
+        extra.append(well_known_route(well_known))
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: Starlette) -> AsyncIterator[None]:
+        if gateway is not None:
+            gateway.start()
+        try:
+            yield
+        finally:
+            if coordinator_api is not None:
+                await coordinator_api.aclose()
+            if gateway is not None:
+                await gateway.stop()
+
+    app = Starlette(routes=[*extra, *routes(operations, max_body_bytes)], lifespan=lifespan)
+    app.state.hatp_operations = operations
+    app.state.hatp_coordinator = coordinator_api
+    return app
