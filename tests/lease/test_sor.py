@@ -816,3 +816,8 @@ def test_a_lease_never_granted_here_is_unknown(sor: SystemOfRecord) -> None:
         with pytest.raises(LeaseUnknown) as caught:
             call()
         assert caught.value.data == {"lease_id": "lease-neverissued"}
+
+
+def test_the_system_names_the_actions_it_offers(sor: SystemOfRecord) -> None:
+    """[SOR-GRANT] the vocabulary a lease can cover, as a client may list it."""
+    assert sor.actions == ["tickets.clear_notes", "tickets.update"]

@@ -566,6 +566,10 @@ def test_leased_tools_are_refused_at_start_up_when_they_cannot_be_served(
         lease_tools(clash, tickets.sor, TOOLS)
     with pytest.raises(ValueError, match="share a name"):
         lease_tools(MCPServer("y"), tickets.sor, [TOOLS[0], TOOLS[0]])
+    with pytest.raises(ValueError, match=r"offers no action \['tickets.delete'\]"):
+        lease_tools(
+            MCPServer("z"), tickets.sor, [LeasedTool("drop", "tickets.delete", "ticket/{/id}")]
+        )
     with pytest.raises(ValueError, match="not a JSON Pointer"):
         LeasedTool("t", "tickets.update", "ticket/{id}")
     with pytest.raises(ValueError, match="of an object"):

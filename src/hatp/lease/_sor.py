@@ -517,6 +517,11 @@ class SystemOfRecord:
 
     # --- reading ---
 
+    @property
+    def actions(self) -> list[str]:
+        """The names of the typed mutations this system of record offers, sorted."""
+        return sorted(self._actions)
+
     def lease(self, lease_id: str) -> LeaseRow:
         """The lease as this system of record keeps it: its status and receipts.
 

@@ -265,8 +265,9 @@ def lease_tools(server: MCPServer, sor: SystemOfRecord, tools: Sequence[LeasedTo
     compensation lease it carries. The server keeps serving every other tool as before.
 
     Raises:
-        ValueError: no tools, two of the same name, a tool the server has
-            already, or a server with a ``dev.hatp/lease`` extension already.
+        ValueError: no tools, two of the same name, a tool whose action ``sor``
+            does not offer, a tool the server has already, or a server with a
+            ``dev.hatp/lease`` extension already.
         RuntimeError: this mcp SDK offers no way to add the tools (see ``install``).
     """
     if not tools:
@@ -274,6 +275,9 @@ def lease_tools(server: MCPServer, sor: SystemOfRecord, tools: Sequence[LeasedTo
     names = [tool.name for tool in tools]
     if len(set(names)) != len(names):
         raise ValueError(f"two leased tools share a name: {sorted(names)}")
+    unknown = sorted({tool.action for tool in tools} - set(sor.actions))
+    if unknown:
+        raise ValueError(f"{sor.issuer} offers no action {unknown}; it offers {sor.actions}")
     registry = tool_registry(server)
     taken = [name for name in names if registry.get_tool(name) is not None]
     if taken:
