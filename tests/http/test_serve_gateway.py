@@ -183,7 +183,8 @@ def test_a_question_nobody_may_answer_is_gone(serve: Any) -> None:
             "/gateway/questions", json=_q(served, address="human://acme.com/zed")
         )
 
-    refusal(served.run(go), 410, "ASK_WITHDRAWN")
+    body = refusal(served.run(go), 410, "ASK_WITHDRAWN")
+    assert body["data"]["ask_id"], body
 
 
 def test_a_tool_call_is_approved_over_http(serve: Any) -> None:

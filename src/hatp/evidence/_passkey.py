@@ -31,7 +31,7 @@ from webauthn.helpers.exceptions import WebAuthnException
 from hatp.errors import PasskeyInvalid
 from hatp.evidence._b64 import b64url_decode
 from hatp.evidence._digest import DIGEST_PREFIX, digest
-from hatp.model import HumanCard, PasskeyAssertion, WebAuthnKey
+from hatp.model import HumanCard, PasskeyAssertion, WebAuthnKey, first_error
 
 __all__ = [
     "CHALLENGE_MEMBERS",
@@ -198,11 +198,10 @@ def _assertion(doc: Any) -> PasskeyAssertion:
     try:
         return PasskeyAssertion.model_validate(doc)
     except ValidationError as exc:
-        error = exc.errors()[0]
-        where = "/".join(str(p) for p in error["loc"])
+        where, problem = first_error(exc)
         raise _invalid(
             "SHAPE", f"the vote's passkey member is not a passkey assertion: {where}: "
-            f"{error['msg']}", None,
+            f"{problem}", None,
         ) from None  # fmt: skip
 
 

@@ -25,6 +25,7 @@ from hatp._edge_params import HatpParams
 from hatp.errors import BodyTooLarge, HatpError, InvalidJson
 from hatp.evidence import parse_json
 from hatp.http._errors import error_response
+from hatp.model import first_error
 
 __all__ = ["DEFAULT_MAX_BODY_BYTES", "Carrying", "Operation", "routes"]
 
@@ -183,9 +184,8 @@ def _validated(model: type[HatpParams], members: Mapping[str, Any], label: str) 
     try:
         return model.model_validate(members)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = "/" + "/".join(str(part) for part in first["loc"])
+        where, problem = first_error(exc)
         raise InvalidJson(
-            f"the request does not fit {label}: {where}: {first['msg']}",
-            where=where,
+            f"the request does not fit {label}: /{where}: {problem}",
+            where="/" + where,
         ) from None

@@ -27,6 +27,7 @@ from hatp.lease import (
     check_receipt,
     evidence_invalid,
 )
+from hatp.model import first_error
 from hatp.version import require_supported
 
 __all__ = [
@@ -171,6 +172,6 @@ def checked_case(doc: object, lease_id: str) -> EscrowCase:
 
 def _first(exc: Exception) -> str:
     if isinstance(exc, ValidationError):
-        first = exc.errors()[0]
-        return f"/{'/'.join(str(p) for p in first['loc'])}: {first['msg']}"
+        where, problem = first_error(exc)
+        return f"/{where}: {problem}"
     return exc.message if isinstance(exc, HatpError) else str(exc)

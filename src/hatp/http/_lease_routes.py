@@ -29,7 +29,7 @@ from hatp.lease import (
     RecoveryMode,
     SystemOfRecord,
 )
-from hatp.model import WireModel
+from hatp.model import WireModel, first_error
 
 __all__ = ["MAX_BODY_BYTES", "Authenticate", "lease_routes"]
 
@@ -185,9 +185,8 @@ def _parsed(model: type[_Body], raw: bytes) -> _Body:
     try:
         return model.model_validate(doc)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = "/" + "/".join(str(p) for p in first["loc"])
+        where, problem = first_error(exc)
         raise InvalidJson(
-            f"the request body is not the form this endpoint takes: {where}: {first['msg']}",
-            where=where,
+            f"the request body is not the form this endpoint takes: /{where}: {problem}",
+            where="/" + where,
         ) from None

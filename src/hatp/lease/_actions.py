@@ -20,6 +20,7 @@ from hatp.errors import InvalidJson, MutationInvalid
 from hatp.evidence import digest
 from hatp.lease._model import Mutation
 from hatp.lease._resources import State
+from hatp.model import first_error
 
 __all__ = ["Action", "parse_mutation", "run_action"]
 
@@ -49,10 +50,9 @@ def parse_mutation(mutation: Mapping[str, Any]) -> Mutation:
     try:
         return Mutation.model_validate(dict(mutation))
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = "/".join(str(p) for p in first["loc"])
+        where, problem = first_error(exc)
         raise MutationInvalid(
-            f"a mutation is {{action, params}}: {where}: {first['msg']}", where=where
+            f"a mutation is {{action, params}}: {where}: {problem}", where=where
         ) from None
 
 

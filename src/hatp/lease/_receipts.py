@@ -18,6 +18,7 @@ from hatp.clock import format_time
 from hatp.errors import InvalidJson, SignatureInvalid
 from hatp.evidence import Keyring, SigningKey, sign, verify
 from hatp.lease._model import LeaseCommit, LeaseRecovery, LeaseRejection
+from hatp.model import first_error
 from hatp.version import PROTOCOL_VERSION
 
 __all__ = ["rejection_receipt", "signed_receipt", "verify_receipt", "verify_rejection"]
@@ -104,9 +105,8 @@ def _parse(model: type[_Receipt], receipt: Mapping[str, Any]) -> _Receipt:
     try:
         parsed = cast(_Receipt, model.model_validate(receipt))
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = "/" + "/".join(str(p) for p in first["loc"])
-        raise InvalidJson(f"not a lease receipt: {first['msg']}", where=where) from None
+        where, problem = first_error(exc)
+        raise InvalidJson(f"not a lease receipt: {problem}", where="/" + where) from None
     return parsed
 
 

@@ -27,7 +27,7 @@ from hatp.lease._model import (
     RecoveryMode,
 )
 from hatp.lease._receipts import rejection_receipt
-from hatp.model import parse_address
+from hatp.model import first_error, parse_address
 from hatp.version import require_supported
 
 __all__ = ["MAX_CLOCK_SKEW", "CheckedLease", "inverse_problem", "lease_refusal", "verify_lease"]
@@ -341,7 +341,5 @@ def _readable_id(doc: object) -> str | None:
 
 def _first_error(exc: Exception) -> str:
     if isinstance(exc, ValidationError):
-        first = exc.errors()[0]
-        where = "/".join(str(p) for p in first["loc"])
-        return f"{where}: {first['msg']}"
+        return ": ".join(first_error(exc))
     return str(exc)

@@ -3,7 +3,7 @@
 This package imports nothing above it, so an auditor can use it alone.
 """
 
-from hatp.model._base import Digest, Kid, WireModel, WireTime
+from hatp.model._base import Digest, Kid, WireModel, WireTime, first_error
 from hatp.model.address import MAX_QUORUM, Address, AddressKind, parse_address
 from hatp.model.amounts import RequiredAmount, passkey_required, recheck_plan, required_amounts
 from hatp.model.call import (
@@ -164,6 +164,7 @@ __all__ = [
     "WellKnown",
     "WireModel",
     "WireTime",
+    "first_error",
     "owed",
     "parse_address",
     "parse_card",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, StringConstraints
+from pydantic import BaseModel, ConfigDict, StringConstraints, ValidationError
 from pydantic.alias_generators import to_camel
 
 from hatp.clock import WIRE_TIME_PATTERN
@@ -34,3 +34,10 @@ class WireModel(BaseModel):
     def to_wire(self) -> dict[str, object]:
         """Return the JSON-ready wire form (camelCase names, ``None`` members kept)."""
         return self.model_dump(mode="json", by_alias=True)
+
+
+def first_error(exc: ValidationError) -> tuple[str, str]:
+    """The first problem pydantic found: where (member names joined by ``/``, no
+    leading slash; empty for the top) and what, for a refusal that names the member."""
+    error = exc.errors()[0]
+    return "/".join(str(part) for part in error["loc"]), error["msg"]
