@@ -78,11 +78,13 @@ def test_every_switchable_check_in_the_code_has_a_planted_violation() -> None:
     assert switches, "no switchable checks found: the scan is broken"
     # Documents live in planted.py; live-protocol cases beside the role they attack.
     from coordinator.test_switch_off import CASES as COORDINATOR_CASES
+    from directory.test_enrol import CASES as ENROL_CASES
     from directory.test_switch_off import CASES as DIRECTORY_CASES
     from gate.test_planted_calls import CASES as GATE_CASES
     from gateway.test_gateway_switch_off import CASES as GATEWAY_VOTE_CASES
     from gateway.test_passkey_votes import CASES as GATEWAY_PASSKEY_CASES
     from gateway.test_planted_txns import CASES as PLANTED_TXNS
+    from gateway.test_sessions import CASES as SIGN_IN_CASES
     from gateway.test_switch_off import CASES as GATEWAY_CASES
     from gateway.test_tighten import CASES as GATEWAY_TIGHTEN_CASES
     from lease.test_switch_off import CASES as LEASE_CASES
@@ -105,20 +107,33 @@ def test_every_switchable_check_in_the_code_has_a_planted_violation() -> None:
         | {rule for rule, _ in WRITE_PLAN_CASES.values()}
         | set(WRITE_SWITCH_OFF_TESTS)
         | {rule for rule, _ in LEASE_CASES.values()}
+        | {check for checks in ENROL_CASES.values() for check in checks}
+        | {check for checks in SIGN_IN_CASES.values() for check in checks}
+        | {check for checks in _by_path("http/test_approver_page.py").values() for check in checks}
     )
     assert switches <= planted, f"checks with no planted violation: {switches - planted}"
 
 
 def _mcp_advert_cases() -> dict[str, Any]:
     # tests/mcp cannot be imported as a package (the name is the MCP SDK's): load by path.
-    path = Path(__file__).parent / "mcp" / "test_participant_advert.py"
-    spec = importlib.util.spec_from_file_location("mcp_advert_cases", path)
+    cases: dict[str, Any] = _load("mcp/test_participant_advert.py", "mcp_advert_cases").PLANTED
+    return cases
+
+
+def _by_path(relative: str) -> dict[str, tuple[str, ...]]:
+    """The ``CASES`` of a test module in a folder that cannot be imported as a package
+    (``tests/http``: the name is the standard library's)."""
+    cases: dict[str, tuple[str, ...]] = _load(relative, relative.replace("/", "_")[:-3]).CASES
+    return cases
+
+
+def _load(relative: str, name: str) -> Any:
+    spec = importlib.util.spec_from_file_location(name, Path(__file__).parent / relative)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # its dataclasses look their module up there
     spec.loader.exec_module(module)
-    cases: dict[str, Any] = module.PLANTED
-    return cases
+    return module
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)

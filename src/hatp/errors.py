@@ -65,7 +65,10 @@ MCP JSON-RPC error.
     ├── EvidenceInvalid        EVIDENCE_INVALID    (data.reason: a key of EVIDENCE_REASONS)
     ├── BodyTooLarge           BODY_TOO_LARGE      (HTTP 413; data.limit)
     ├── CardUnknown            CARD_UNKNOWN        (data.card)
-    └── ConfigInvalid          CONFIG_INVALID      (data.key names the setting)
+    ├── ConfigInvalid          CONFIG_INVALID      (data.key names the setting)
+    ├── SignInRefused          SIGN_IN_REFUSED     (data.reason: a key of SIGN_IN_REASONS)
+    ├── InviteInvalid          INVITE_INVALID      (data.reason: a key of INVITE_REASONS)
+    └── OriginRefused          ORIGIN_REFUSED      (HTTP 403; data.origin)
 """
 
 from __future__ import annotations
@@ -1026,3 +1029,75 @@ class ConfigInvalid(HatpError):
 
 
 __all__ += ["BodyTooLarge", "CardUnknown", "ConfigInvalid"]
+
+
+# --- The approver page: sessions, passkey sign-in and enrolment (docs/spec.md §27) ---
+
+#: Every ``SIGN_IN_REFUSED`` reason: the passkey reasons of an assertion, and the challenge's.
+SIGN_IN_REASONS: dict[str, str] = {
+    "CHALLENGE": "the assertion signs a sign-in challenge this gateway issued, unexpired and "
+    "never used before",
+    "KEY_UNKNOWN": "the credential is a passkey on a card of this directory",
+    **{
+        reason: PASSKEY_REASONS[reason]
+        for reason in (
+            "SHAPE",
+            "TYPE",
+            "ORIGIN",
+            "RP_ID",
+            "USER_PRESENCE",
+            "USER_VERIFICATION",
+            "SIGN_COUNT",
+            "SIGNATURE",
+        )
+    },
+}
+
+
+class SignInRefused(HatpError):
+    """A passkey sign-in to the approver page is refused (``data.reason``: a key of
+    :data:`SIGN_IN_REASONS`); no session was opened: sign in again from the page."""
+
+    code = "SIGN_IN_REFUSED"
+
+    @property
+    def reason(self) -> str:
+        """The stable reason code, e.g. ``CHALLENGE`` or ``SIGNATURE``."""
+        return str(self.data.get("reason"))
+
+
+#: Every ``INVITE_INVALID`` reason: why an invitation to register a passkey is not taken.
+INVITE_REASONS: dict[str, str] = {
+    "UNKNOWN": "the invitation is one this directory issued",
+    "EXPIRED": "it is used before it expires",
+    "USED": "it registers one passkey, once",
+    "CARD": "the person it names still has a card in the directory",
+}
+
+
+class InviteInvalid(HatpError):
+    """An invitation to register a passkey cannot be used (``data.reason``: a key of
+    :data:`INVITE_REASONS`); nothing was registered: ask for a new invitation."""
+
+    code = "INVITE_INVALID"
+
+    @property
+    def reason(self) -> str:
+        """The stable reason code, e.g. ``EXPIRED`` or ``USED``."""
+        return str(self.data.get("reason"))
+
+
+class OriginRefused(HatpError):
+    """A request that changes something came from a page of another origin, or names
+    none (``data.origin``); nothing was done (HTTP 403)."""
+
+    code = "ORIGIN_REFUSED"
+
+
+__all__ += [
+    "INVITE_REASONS",
+    "SIGN_IN_REASONS",
+    "InviteInvalid",
+    "OriginRefused",
+    "SignInRefused",
+]

@@ -368,6 +368,27 @@ def test_a_long_poll_returns_the_pending_vote_when_its_wait_is_over(world: World
     run(world, body)
 
 
+@pytest.mark.parametrize("turns", range(6))
+def test_a_long_poll_cancelled_as_the_ask_changes_ends_cancelled(world: World, turns: int) -> None:
+    """[GW-POLL] a poll cancelled while it wakes for a change (its caller shutting down)
+    ends at once, whatever step of waking the cancellation meets; it never swallows the
+    cancellation and waits on."""
+
+    async def body(w: World) -> None:
+        pending = await w.gateway.ask(request())
+        polling = asyncio.create_task(w.gateway.poll(pending["askId"], wait_seconds=600))
+        await _until(lambda: w.clock.sleepers > 0)
+        await w.gateway.decline(pending["askId"], w.inbox("alice")[0].human)
+        for _ in range(turns):
+            await asyncio.sleep(0)
+        polling.cancel()
+        done, _ = await asyncio.wait([polling], timeout=5)
+        assert done == {polling}
+        assert polling.cancelled() or polling.exception() is None
+
+    run(world, body)
+
+
 def test_withdraw_takes_the_ask_back_and_is_idempotent(world: World) -> None:
     """[GW-WITHDRAW]"""
 

@@ -46,6 +46,7 @@ from hatp.http import (
 from hatp.lease import State, SystemOfRecord
 from hatp.store import Store
 from serve_world import serve  # noqa: F401  (hatp serve's app over the trip world)
+from web_world import served  # noqa: F401  (the approver page over the trip world)
 
 T = TypeVar("T")
 

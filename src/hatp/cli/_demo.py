@@ -77,6 +77,24 @@ def demo(
             "trip: a stale writer refused with 409, a retry replayed, a restore.",
         ),
     ] = False,
+    web: Annotated[
+        bool,
+        typer.Option(
+            "--web",
+            help="Serve the trip with the approver page and wait for the finance approver "
+            "to decide in the browser, signing with a passkey.",
+        ),
+    ] = False,
+    passkey: Annotated[
+        bool,
+        typer.Option("--passkey", help="With --web: the plan's finance group requires a passkey."),
+    ] = False,
+    port: Annotated[
+        int,
+        typer.Option(
+            "--port", help="With --web: the port on localhost (0: any free one).", min=0, max=65535
+        ),
+    ] = 4321,
 ) -> None:
     """Book a business trip as one transaction and show every step.
 
@@ -90,6 +108,13 @@ def demo(
         typer.echo(f"{'--mcp':<10} the trip over MCP, four server processes; one killed and back")
         typer.echo(f"{'--writes':<10} an inventory correction: approved, run once, drift refused")
         typer.echo(f"{'--lease':<10} a ticket update under a lease: stale writer 409, a restore")
+        typer.echo(f"{'--web':<10} the finance approver decides in the browser, with a passkey")
+        return
+    if passkey and not web:
+        err.print("[red]error[/] --passkey goes with --web (the approver's passkey, in a browser)")
+        raise typer.Exit(2)
+    if web:
+        _web(out or Path(tempfile.mkdtemp(prefix="hatp-demo-")), passkey=passkey, port=port)
         return
     if lease:
         _lease(out or Path(tempfile.mkdtemp(prefix="hatp-demo-")))
@@ -271,6 +296,49 @@ def _lease(folder: Path) -> None:
     err.print(f"wrote {folder / DATABASE}, every lease and receipt, and keyring.json")
     typer.echo(str(folder))
     if not run.as_expected:
+        raise typer.Exit(1)
+
+
+def _web(folder: Path, *, passkey: bool, port: int) -> None:
+    required = ", a passkey required" if passkey else ""
+    err.rule(f"hatp demo --web: the finance approver decides in the browser{required}")
+    from hatp.demo.web import WEB_FILE, WebReady, run_web_demo
+
+    def ready(shown: WebReady) -> None:
+        err.print(f"  approver page: {shown.approve}", soft_wrap=True)
+        err.print(
+            f"  1. You are {shown.approver}, the finance approver. Register your passkey "
+            "by opening this link (it works once):",
+            soft_wrap=True,
+        )
+        err.print(f"     {shown.invite}", soft_wrap=True, markup=False)
+        err.print(
+            "  2. Sign in with the passkey. The trip then begins and waits for your answer "
+            "on the page; approve or reject it with the passkey.",
+            soft_wrap=True,
+        )
+        err.print(f"  (both links are in {folder / WEB_FILE}; Ctrl-C stops the demo)")
+
+    def registered(kid: str) -> None:
+        err.print(f"  passkey {kid} is on the approver's card: the trip begins", soft_wrap=True)
+
+    try:
+        run = asyncio.run(
+            run_web_demo(folder, port=port, passkey=passkey, ready=ready, registered=registered)
+        )
+    except OSError as exc:
+        err.print(f"[red]error[/] cannot listen on localhost:{port}: {exc.strerror}; use --port")
+        raise typer.Exit(2) from None
+    if run is None:
+        err.print("no passkey was registered in time; nothing was begun")
+        typer.echo(str(folder))
+        raise typer.Exit(1)
+    try:
+        ok = _show(run)
+    finally:
+        run.world.close()
+    typer.echo(str(folder))
+    if not ok:
         raise typer.Exit(1)
 
 

@@ -1,4 +1,4 @@
-"""``hatp serve``: the Human Gateway, the Directory and the coordinator over HTTP.
+"""``hatp serve`` and ``hatp invite``: the gateway, directory, coordinator and approver page.
 
 The command reads the settings (a TOML file, then flags over it), opens the
 roles (:func:`hatp.http.open_services`, or the demo world's with ``--demo``),
@@ -13,7 +13,9 @@ import contextlib
 import signal
 import socket
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+from datetime import timedelta
 from pathlib import Path
 from typing import Annotated
 
@@ -23,10 +25,12 @@ import uvicorn
 from hatp.cli._app import app, err, reports_errors
 from hatp.errors import ConfigInvalid
 from hatp.http import (
+    APPROVER_PATH,
     OPENAPI_PATH,
     ServeConfig,
     Services,
     demo_services,
+    invite,
     load_config,
     open_services,
     parse_only,
@@ -47,8 +51,8 @@ def serve(
         typer.Option(
             "--config",
             "-c",
-            help="Settings file (TOML) with \\[server], \\[gateway], \\[directory] and "
-            "\\[coordinator] tables; see docs/spec.md §25.",
+            help="Settings file (TOML) with \\[server], \\[gateway], \\[directory], "
+            "\\[coordinator] and \\[web] tables; see docs/spec.md §25 and §27.",
             show_default=False,
         ),
     ] = None,
@@ -103,33 +107,39 @@ def serve(
     """Serve the Human Gateway, the Directory and the coordinator's JSON API over HTTP.
 
     One process serves each role configured (or those --only names), plus
-    /.well-known/human-card.json and the OpenAPI description at /openapi.json.
-    Settings come from --config, and the flags override them. Prints the URL on
-    stdout once listening; Ctrl-C stops it. Exit 2 when the settings are unusable.
+    /.well-known/human-card.json, the OpenAPI description at /openapi.json and,
+    with a \[web] table, the approver page at /approve, where people sign in with
+    a passkey and answer their asks (invite them with `hatp invite`). Settings
+    come from --config, and the flags override them. Prints the URL on stdout
+    once listening; Ctrl-C stops it. Exit 2 when the settings are unusable.
     """
     roles = None if only is None else parse_only(only)
+    opener: Callable[[ServeConfig], contextlib.AbstractAsyncContextManager[Services]]
     if demo:
         if config is not None:
             raise ConfigInvalid("--demo needs no --config: leave one of them out", key="demo")
         folder = demo_folder or Path(tempfile.mkdtemp(prefix="hatp-serve-"))
         settings = ServeConfig(host=host or "127.0.0.1", port=8000 if port is None else port)
-        opened = demo_services(folder, db=db, only=roles)
+        opener = lambda _: demo_services(folder, db=db, only=roles)  # noqa: E731
     else:
         if config is None:
             raise ConfigInvalid(
                 "say what to serve: --config FILE (see --help), or --demo to try it", key=None
             )
         settings = load_config(config).with_flags(db=db, host=host, port=port, only=roles)
-        opened = open_services(settings)
-    asyncio.run(_serve(settings, opened))
+        opener = open_services
+    asyncio.run(_serve(settings, opener))
 
 
 async def _serve(
-    settings: ServeConfig, opened: contextlib.AbstractAsyncContextManager[Services]
+    settings: ServeConfig,
+    opener: Callable[[ServeConfig], contextlib.AbstractAsyncContextManager[Services]],
 ) -> None:
     sock = _listening(settings.host, settings.port)
+    # The services open once the port is known: the approver page's default origin names it.
+    bound = replace(settings, port=sock.getsockname()[1])
     try:
-        async with opened as services:
+        async with opener(bound) as services:
             server = _Server(uvicorn.Config(services.app(), log_level="warning", access_log=False))
             url = f"http://{_shown(settings.host)}:{sock.getsockname()[1]}"
             _banner(url, services)
@@ -172,6 +182,9 @@ def _banner(url: str, services: Services) -> None:
     err.print(f"  {'openapi':<12} {url}{OPENAPI_PATH}", soft_wrap=True)
     if "directory" in served:
         err.print(f"  {'well-known':<12} {url}/.well-known/human-card.json", soft_wrap=True)
+    if services.web is not None and "gateway" in served:
+        page = f"{services.web.sessions.origins[0]}{APPROVER_PATH}"
+        err.print(f"  {'approve':<12} {page}", soft_wrap=True)
     for note in notes:
         err.print(f"  {note}", soft_wrap=True, markup=False, highlight=False)
     if "coordinator" in served:
@@ -211,3 +224,31 @@ def _listening(host: str, port: int) -> socket.socket:
 
 def _shown(host: str) -> str:
     return f"[{host}]" if ":" in host else host
+
+
+@app.command("invite", epilog="Then hand the link to that person alone: it registers one passkey.")
+@reports_errors
+def invite_person(
+    human: Annotated[str, typer.Argument(help="Whose card gets the passkey: human://org/name.")],
+    config: Annotated[
+        Path,
+        typer.Option(
+            "--config",
+            "-c",
+            help="The settings file of the hatp serve that registers passkeys ([web] with "
+            "directory_key).",
+        ),
+    ],
+    hours: Annotated[
+        float, typer.Option("--hours", help="How long the invitation is good for.", min=0.01)
+    ] = 24.0,
+) -> None:
+    """Invite a person to register a passkey on the approver page; print the link.
+
+    The link opens the page's registration with a single-use invitation for that
+    person's Human Card. Exit 2 when the settings cannot register passkeys or the
+    directory has no such card.
+    """
+    link = invite(load_config(config), human, valid_for=timedelta(hours=hours))
+    err.print(f"invitation for {human}, good for {hours:g} h and one passkey:", soft_wrap=True)
+    typer.echo(link)

@@ -17,7 +17,7 @@ their card.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -56,7 +56,10 @@ PEOPLE: tuple[Person, ...] = (
 
 
 def _card(
-    person: Person, key: SigningKey, passkey: SoftwareAuthenticator | None = None
+    person: Person,
+    key: SigningKey,
+    passkey: SoftwareAuthenticator | None = None,
+    channels: Sequence[str] = ("terminal",),
 ) -> dict[str, Any]:
     return {
         "hatpVersion": PROTOCOL_VERSION,
@@ -68,7 +71,7 @@ def _card(
         "authority": [
             {"action": "approve.spend", "maxAmount": {"value": person.limit, "currency": "USD"}}
         ],
-        "channels": ["terminal"],
+        "channels": list(channels),
         "availability": {"timezone": "America/New_York", "status": person.status},
         "sla": {"decideSeconds": person.decide_seconds},
         "capacity": {"maxOpen": 10, "open": 1},
@@ -82,12 +85,14 @@ def acme_directory(
     keys_folder: Path,
     load_or_make: Callable[[Path, str], SigningKey],
     passkeys: Mapping[str, SoftwareAuthenticator] | None = None,
+    channels: Sequence[str] = ("terminal",),
 ) -> tuple[Directory, dict[str, SigningKey], SigningKey]:
     """Return acme's directory, each person's key (by id) and the directory's key.
 
     ``load_or_make(path, kid)`` loads a key file or makes it (shared with the
     trip world, so several processes on one folder agree on every key).
-    ``passkeys`` (by person id) puts each one's passkey on their card.
+    ``passkeys`` (by person id) puts each one's passkey on their card;
+    ``channels`` are the channel types every card names.
     """
     passkeys = passkeys or {}
     (keys_folder / "people").mkdir(parents=True, exist_ok=True)
@@ -96,6 +101,9 @@ def acme_directory(
         p.id: load_or_make(keys_folder / "people" / f"{p.name}.jwk", f"{p.id}#key-1")
         for p in PEOPLE
     }
-    cards = [sign_card(_card(p, people[p.id], passkeys.get(p.id)), directory_key) for p in PEOPLE]
+    cards = [
+        sign_card(_card(p, people[p.id], passkeys.get(p.id), channels), directory_key)
+        for p in PEOPLE
+    ]
     trusting = Keyring([(directory_key.public, DIRECTORY)], trusted_issuers=[DIRECTORY])
     return Directory(DIRECTORY, cards, trusting), people, directory_key

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import secrets
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -108,6 +108,8 @@ class TripWorld:
     asks: AskStore
     #: Each acme person's passkey, by their id, when the world was opened with passkeys.
     passkeys: dict[str, SoftwareAuthenticator] = field(default_factory=dict)
+    #: acme's directory key (it signs the cards, and a passkey registered onto one).
+    directory_key: SigningKey | None = None
 
     @classmethod
     def open(
@@ -119,6 +121,7 @@ class TripWorld:
         seats_free: bool = True,
         store_urls: Mapping[str, str] | None = None,
         passkey_rp_id: str | None = None,
+        channels: Sequence[str] = ("terminal",),
     ) -> TripWorld:
         """Create the world in ``folder``, or reopen the one already there.
 
@@ -129,7 +132,8 @@ class TripWorld:
         the hotel; every seat free, or every seat taken); a reopen keeps what
         is there. With ``passkey_rp_id`` every person also has a passkey for that
         rpId (``folder/keys/people/<name>.passkey.pem``, its sign count always 0,
-        as a synced passkey's) on their card, and in :attr:`passkeys`.
+        as a synced passkey's) on their card, and in :attr:`passkeys`. Every card names
+        the channel types ``channels`` (``("web",)`` for the approver page).
 
         Raises:
             ValueError: ``store_urls`` names an unknown participant, or ``rooms`` < 0.
@@ -159,7 +163,9 @@ class TripWorld:
                 for p in PEOPLE
             }
         )
-        directory, people, directory_key = acme_directory(folder / "keys", _load_or_make, passkeys)
+        directory, people, directory_key = acme_directory(
+            folder / "keys", _load_or_make, passkeys, channels
+        )
         keyring = Keyring(
             [(keys[holder].public, issuer) for holder, (_, issuer) in _KEY_HOLDERS.items()]
             + [(directory_key.public, DIRECTORY)],
@@ -192,7 +198,17 @@ class TripWorld:
         }
         asks = AskStore(gateway_store)
         return cls(
-            folder, clock, participants, keys, keyring, stores, directory, people, asks, passkeys
+            folder,
+            clock,
+            participants,
+            keys,
+            keyring,
+            stores,
+            directory,
+            people,
+            asks,
+            passkeys,
+            directory_key,
         )
 
     @property

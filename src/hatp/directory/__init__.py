@@ -5,11 +5,14 @@ checked (:func:`verify_card`); :class:`Directory` holds such cards, loaded
 from a file; :func:`resolve` turns an address into ranked candidates plus
 everyone passed over and the rule why (docs/spec.md §17).
 :func:`register_passkey` verifies a WebAuthn registration and returns the
-card's passkey entry; :func:`add_passkey` puts it on a card, signed anew.
+card's passkey entry; :func:`add_passkey` puts it on a card, signed anew;
+:class:`PasskeyEnrolment` invites a person to register one from their
+browser and puts it on their card.
 """
 
 from hatp.directory._cards import sign_card, verify_card
 from hatp.directory._directory import CardSource, Directory, resolve, well_known
+from hatp.directory._enrol import PasskeyEnrolment, user_handle
 from hatp.directory._passkeys import add_passkey, register_passkey
 from hatp.directory._resolve import (
     RULES,
@@ -27,12 +30,14 @@ __all__ = [
     "Directory",
     "Exclusion",
     "ExclusionRule",
+    "PasskeyEnrolment",
     "Resolution",
     "add_passkey",
     "matches",
     "register_passkey",
     "resolve",
     "sign_card",
+    "user_handle",
     "verify_card",
     "well_known",
 ]

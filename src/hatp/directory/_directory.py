@@ -8,6 +8,7 @@ store-backed directory can replace the file-backed one without touching
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterable, Mapping, Sequence
 from decimal import Decimal
 from pathlib import Path
@@ -127,6 +128,29 @@ class Directory:
     def __len__(self) -> int:
         return len(self._cards)
 
+    def replace_card(self, signed_card: Any, keyring: Keyring) -> HumanCard:
+        """Put a new signed version of a card this directory holds in place of the old
+        one (a passkey registered onto it, say); return it, verified.
+
+        Raises:
+            CardInvalid: the card does not verify against ``keyring``, is another
+                issuer's, or has an id this directory holds no card for; nothing changed.
+        """
+        card = verify_card(signed_card, keyring)
+        if card.issuer != self.issuer:
+            raise CardInvalid(
+                f"card {card.id} is issued by {card.issuer!r}, not by this directory's "
+                f"{self.issuer!r}",
+                reason="ISSUER",
+                card=card.id,
+            )
+        if card.id not in self._cards:
+            raise CardInvalid(
+                f"this directory holds no card {card.id} to replace", reason="SHAPE", card=card.id
+            )
+        self._cards[card.id] = (card, dict(signed_card))
+        return card
+
     def resolve(
         self,
         address: Address | str,
@@ -200,9 +224,13 @@ class Directory:
         return cls.from_json(doc, keyring)
 
     def save(self, path: str | Path) -> None:
-        """Write the directory file to ``path``."""
+        """Write the directory file to ``path``, whole or not at all: it is written
+        beside it and renamed over it, so a reader never sees half a file."""
+        target = Path(path)
         text = json.dumps(self.to_json(), indent=2, ensure_ascii=False) + "\n"
-        Path(path).write_text(text, encoding="utf-8")
+        partial = target.with_name(f".{target.name}.{os.getpid()}.partial")
+        partial.write_text(text, encoding="utf-8")
+        os.replace(partial, target)
 
 
 def well_known(directory_id: str, gateway_id: str, keys: Sequence[PublicKey]) -> dict[str, Any]:

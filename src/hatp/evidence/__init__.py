@@ -9,7 +9,15 @@ from hatp.evidence._calls import call_digest, tool_digest
 from hatp.evidence._canonical import canonicalize
 from hatp.evidence._digest import digest, digest_bytes, is_digest
 from hatp.evidence._keys import Keyring, PublicKey, SigningKey, card_keyring
-from hatp.evidence._passkey import PasskeyVerified, origin_fits, passkey_challenge, verify_passkey
+from hatp.evidence._passkey import (
+    PasskeyVerified,
+    client_challenge,
+    origin_fits,
+    page_origins,
+    passkey_challenge,
+    verify_assertion,
+    verify_passkey,
+)
 from hatp.evidence._record import RecordWriter
 from hatp.evidence._signing import ALGORITHM, Verified, sign, verify
 from hatp.evidence._strict_json import MAX_DEPTH, parse_json
@@ -34,17 +42,20 @@ __all__ = [
     "call_digest",
     "canonicalize",
     "card_keyring",
+    "client_challenge",
     "digest",
     "digest_bytes",
     "is_digest",
     "load_record",
     "origin_fits",
+    "page_origins",
     "parse_json",
     "passkey_challenge",
     "sign",
     "tool_digest",
     "verify",
     "verify_approval",
+    "verify_assertion",
     "verify_passkey",
     "verify_record",
     "verify_routing",

@@ -17,7 +17,8 @@ the origin is held to the rpId alone and the sign count is not checked.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -36,15 +37,20 @@ from hatp.model import HumanCard, PasskeyAssertion, WebAuthnKey, first_error
 __all__ = [
     "CHALLENGE_MEMBERS",
     "PasskeyVerified",
+    "client_challenge",
     "cose_public_key",
     "origin_fits",
+    "page_origins",
     "passkey_challenge",
+    "verify_assertion",
     "verify_passkey",
     "vote_challenge",
 ]
 
 #: What a vote's passkey challenge binds (and ``termsDigest`` when the vote names one).
 CHALLENGE_MEMBERS = ("txnId", "groupId", "planDigest", "decision", "nonce", "human")
+#: Unpadded base64url, as a browser's WebAuthn JSON writes bytes.
+_B64URL = re.compile(r"^[A-Za-z0-9_-]{1,16384}\Z")
 #: The loopback host a browser lets serve WebAuthn over plain http.
 _LOCALHOST = "localhost"
 #: What the py_webauthn library's refusals say, and the reason each is.
@@ -140,6 +146,21 @@ def origin_fits(origin: str, rp_id: str) -> bool:
     return on_rp and secure
 
 
+def page_origins(rp_id: str, origins: Iterable[str]) -> tuple[str, ...]:
+    """Return ``origins``, the pages passkeys of ``rp_id`` are used on, once there is at
+    least one and each fits the rpId (:func:`origin_fits`).
+
+    Raises:
+        ValueError: no origin, or one a browser would not let use passkeys of ``rp_id``.
+    """
+    found = tuple(origins)
+    if not found:
+        raise ValueError("name the origins the approver pages are served on")
+    if bad := [o for o in found if not origin_fits(o, rp_id)]:
+        raise ValueError(f"origins {bad} cannot use passkeys of rpId {rp_id!r}")
+    return found
+
+
 def verify_passkey(
     vote: Mapping[str, Any],
     card: HumanCard,
@@ -164,23 +185,104 @@ def verify_passkey(
     assertion = _assertion(vote.get("passkey"))
     # 2. It names a passkey on the voter's own card, by kid and credential id.
     key = _card_key(card, assertion)
-    # 3. The browser's client data: a get, of this vote's challenge, from an origin we accept.
-    origin = _client_origin(assertion, key, vote_challenge(vote, assertion.nonce), origins)
+    # 3. and 4., as for any assertion, over this vote's challenge.
+    return _verified(
+        key,
+        _Response(assertion.authenticator_data, assertion.client_data_json, assertion.signature),
+        vote_challenge(vote, assertion.nonce),
+        _VOTE_CHALLENGE,
+        origins,
+        sign_count,
+    )
+
+
+def verify_assertion(
+    credential: Mapping[str, Any],
+    cards: Iterable[HumanCard],
+    *,
+    challenge: bytes,
+    origins: Sequence[str] | None = None,
+    sign_count: Callable[[str, str], int] | None = None,
+) -> tuple[HumanCard, PasskeyVerified]:
+    """Check a browser's assertion (``PublicKeyCredential.toJSON()`` of a
+    ``navigator.credentials.get``) made over ``challenge`` by a passkey on one of
+    ``cards``; return that card and what verified, only after every step passed.
+
+    This is how a person signs in with their passkey: the credential names
+    itself by its id, and the card that holds it says who they are.
+    ``sign_count(human, credential_id)`` gives the last count seen (default: 0).
+
+    Raises:
+        PasskeyInvalid: with ``data.reason``: ``SHAPE`` (1), ``KEY_UNKNOWN`` (2: no card
+            holds the credential), ``TYPE`` / ``CHALLENGE`` / ``ORIGIN`` (3), ``RP_ID`` /
+            ``USER_PRESENCE`` / ``USER_VERIFICATION`` / ``SIGN_COUNT`` / ``SIGNATURE`` (4).
+    """
+    # 1. The browser's answer has the form of an assertion response.
+    credential_id, response = _response(credential)
+    # 2. A card holds the passkey it names (the credential id, as registered).
+    found = next(
+        (
+            (card, key)
+            for card in cards
+            for key in card.keys
+            if isinstance(key, WebAuthnKey) and key.credential_id == credential_id
+        ),
+        None,
+    )
+    if found is None:
+        raise _invalid(
+            "KEY_UNKNOWN",
+            f"no card of this directory holds passkey {credential_id}: register it first",
+            None,
+        )
+    card, key = found
+    # 3. and 4., as for any assertion.
+    count = 0 if sign_count is None else sign_count(card.id, credential_id)
+    return card, _verified(key, response, challenge, "this sign-in's", origins, count)
+
+
+@dataclass(frozen=True, slots=True)
+class _Response:
+    """The authenticator's answer as the browser hands it over, base64url each."""
+
+    authenticator_data: str
+    client_data_json: str
+    signature: str
+
+
+#: What a vote's challenge is, for the refusal that names it.
+_VOTE_CHALLENGE = (
+    "this vote's (the digest of its txnId, groupId, planDigest, decision, nonce and human): "
+    "it was made for another decision, plan, person or nonce"
+)
+
+
+def _verified(
+    key: WebAuthnKey,
+    response: _Response,
+    challenge: bytes,
+    what: str,
+    origins: Sequence[str] | None,
+    sign_count: int,
+) -> PasskeyVerified:
+    """Steps 3 and 4 of every assertion check: the client data, then py_webauthn's."""
+    # 3. The browser's client data: a get, of this challenge, from an origin we accept.
+    origin = _client_origin(response.client_data_json, key, challenge, what, origins)
     # 4. The authenticator data and the ES256 signature (py_webauthn), user verified.
     try:
         verified = verify_authentication_response(
             credential={
-                "id": assertion.credential_id,
-                "rawId": assertion.credential_id,
+                "id": key.credential_id,
+                "rawId": key.credential_id,
                 "type": "public-key",
                 "response": {
-                    "authenticatorData": assertion.authenticator_data,
-                    "clientDataJSON": assertion.client_data_json,
-                    "signature": assertion.signature,
+                    "authenticatorData": response.authenticator_data,
+                    "clientDataJSON": response.client_data_json,
+                    "signature": response.signature,
                 },
                 "clientExtensionResults": {},
             },
-            expected_challenge=vote_challenge(vote, assertion.nonce),
+            expected_challenge=challenge,
             expected_rp_id=key.rp_id,
             expected_origin=origin,
             credential_public_key=cose_public_key(key),
@@ -192,6 +294,50 @@ def verify_passkey(
         reason = next((r for part, r in _LIBRARY_REASONS if part in text), "SHAPE")
         raise _invalid(reason, f"passkey {key.kid}: {text}", key.kid) from None
     return PasskeyVerified(key.kid, key.credential_id, origin, verified.new_sign_count)
+
+
+def client_challenge(credential: Mapping[str, Any]) -> bytes:
+    """Return the challenge a browser's WebAuthn response (of a ``create`` or a ``get``)
+    says it signed, read from its ``clientDataJSON``: the server then checks that it
+    issued that challenge, and spends it.
+
+    Raises:
+        PasskeyInvalid: reason ``SHAPE``: there is no readable challenge.
+    """
+    response = credential.get("response") if isinstance(credential, Mapping) else None
+    text = response.get("clientDataJSON") if isinstance(response, Mapping) else None
+    try:
+        client = json.loads(b64url_decode(text)) if isinstance(text, str) else None
+        challenge = client.get("challenge") if isinstance(client, dict) else None
+        if isinstance(challenge, str) and _B64URL.match(challenge):
+            return b64url_decode(challenge)
+    except (ValueError, RecursionError):  # deep nesting exhausts json's recursive reader
+        pass
+    raise _invalid(
+        "SHAPE",
+        "response.clientDataJSON is not base64url of a JSON object with a base64url challenge",
+        None,
+    )
+
+
+def _response(credential: Any) -> tuple[str, _Response]:
+    """The credential id and the response members of a browser's assertion JSON."""
+    response = credential.get("response") if isinstance(credential, Mapping) else None
+    members: list[str] = []
+    if isinstance(response, Mapping):
+        found = [credential.get("id")] + [
+            response.get(m) for m in ("authenticatorData", "clientDataJSON", "signature")
+        ]
+        members = [m for m in found if isinstance(m, str) and _B64URL.match(m)]
+    if len(members) != 4:
+        raise _invalid(
+            "SHAPE",
+            "an assertion is the browser's PublicKeyCredential JSON: id, and response with "
+            "authenticatorData, clientDataJSON and signature, each base64url",
+            None,
+        )
+    credential_id, authenticator_data, client_data_json, signature = members
+    return credential_id, _Response(authenticator_data, client_data_json, signature)
 
 
 def _assertion(doc: Any) -> PasskeyAssertion:
@@ -226,15 +372,16 @@ def _card_key(card: HumanCard, assertion: PasskeyAssertion) -> WebAuthnKey:
 
 
 def _client_origin(
-    assertion: PasskeyAssertion,
+    client_data_json: str,
     key: WebAuthnKey,
     challenge: bytes,
+    what: str,
     origins: Sequence[str] | None,
 ) -> str:
     """Read clientDataJSON; check its type, challenge and origin; return the origin."""
     try:
-        client = json.loads(b64url_decode(assertion.client_data_json))
-    except ValueError:
+        client = json.loads(b64url_decode(client_data_json))
+    except (ValueError, RecursionError):  # deep nesting exhausts json's recursive reader
         client = None
     if not isinstance(client, dict) or not all(
         isinstance(client.get(m), str) for m in ("type", "challenge", "origin")
@@ -253,9 +400,7 @@ def _client_origin(
     if signed != challenge:
         raise _invalid(
             "CHALLENGE",
-            "the passkey signed another challenge than this vote's (the digest of its txnId, "
-            "groupId, planDigest, decision, nonce and human): it was made for another "
-            "decision, plan, person or nonce",
+            f"the passkey signed another challenge than {what}",
             key.kid,
         )
     origin = str(client["origin"])

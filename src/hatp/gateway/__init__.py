@@ -13,7 +13,9 @@ An agent has one exact tool call approved the same way (§20):
 what people approve (the amount read from the call's own arguments),
 :func:`route_call` routes it, and the gateway signs a CallApproval.
 Channels reach people: :class:`MemoryChannel` (with scripted
-:class:`Person` s for tests and demos) and :class:`TerminalChannel`.
+:class:`Person` s for tests and demos), :class:`TerminalChannel`, and
+:class:`WebChannel`, the approver page's: people sign in with their passkey
+(:class:`ApproverSessions`) and answer there (:class:`WebApprovals`).
 """
 
 from hatp.gateway._amounts import RequiredAmount, required_amounts
@@ -21,11 +23,17 @@ from hatp.gateway._authenticator import SoftwareAuthenticator
 from hatp.gateway._calls import call_terms, parse_call_request, terms_digest
 from hatp.gateway._channels import Channel, MemoryChannel, Notice, Person, Responder
 from hatp.gateway._gateway import HumanGateway
+from hatp.gateway._inbox import AskProgress, PersonProgress
 from hatp.gateway._people import passkey_vote, sign_passkey_vote, sign_vote, vote_challenge
 from hatp.gateway._questions import check_answer, parse_question, question_digest, sign_answer
 from hatp.gateway._routing import Routed, resolve_question, route, route_call
+from hatp.gateway._sessions import ApproverSessions, SignedIn
 from hatp.gateway._terminal import TerminalChannel
 from hatp.gateway._view import (
+    AGENT_TEXT_LABEL,
+    ARGUMENTS_LABEL,
+    TERMS_LABEL,
+    TOOL_TEXT_LABEL,
     ApproverView,
     CallView,
     HoldLine,
@@ -38,9 +46,17 @@ from hatp.gateway._view import (
     render_question_text,
     render_text,
 )
+from hatp.gateway._web import WEB, WebApprovals, WebChannel
 
 __all__ = [
+    "AGENT_TEXT_LABEL",
+    "ARGUMENTS_LABEL",
+    "TERMS_LABEL",
+    "TOOL_TEXT_LABEL",
+    "WEB",
+    "ApproverSessions",
     "ApproverView",
+    "AskProgress",
     "CallView",
     "Channel",
     "HoldLine",
@@ -48,13 +64,17 @@ __all__ = [
     "MemoryChannel",
     "Notice",
     "Person",
+    "PersonProgress",
     "QuestionView",
     "RequiredAmount",
     "Responder",
     "Routed",
+    "SignedIn",
     "SoftwareAuthenticator",
     "TerminalChannel",
     "TermsView",
+    "WebApprovals",
+    "WebChannel",
     "approver_view",
     "call_terms",
     "call_view",

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import secrets
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import Connection
 
 from hatp import _checks
+from hatp._waiting import first_of
 from hatp.clock import Clock, format_time, parse_time
 from hatp.directory import CardSource, Directory, Resolution
 from hatp.errors import AskConflict
@@ -118,6 +119,21 @@ class HumanGateway:
     def gateway_id(self) -> str:
         """The gateway's id: the issuer of its signing key, named in what it signs."""
         return self._id
+
+    @property
+    def asks(self) -> AskStore:
+        """The store of this gateway's asks (what a channel people come to reads)."""
+        return self._asks
+
+    @property
+    def directory(self) -> CardSource:
+        """The cards this gateway routes over."""
+        return self._directory
+
+    @property
+    def clock(self) -> Clock:
+        """The clock this gateway keeps time by."""
+        return self._clock
 
     # -- the coordinator's side -----------------------------------------
 
@@ -448,18 +464,10 @@ class HumanGateway:
             self._changed.clear()
             await self.tick()
             due = self._asks.next_due()
-            waits: list[asyncio.Future[Any]] = [
-                asyncio.ensure_future(stop.wait()),
-                asyncio.ensure_future(self._changed.wait()),
-            ]
+            waits: list[Awaitable[Any]] = [stop.wait(), self._changed.wait()]
             if due is not None:
-                waits.append(asyncio.ensure_future(self._clock.sleep_until(due)))
-            try:
-                await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                for waiting in waits:
-                    waiting.cancel()
-                await asyncio.gather(*waits, return_exceptions=True)
+                waits.append(self._clock.sleep_until(due))
+            await first_of(*waits)
 
     def start(self) -> None:
         """Run :meth:`run_until` in the background until :meth:`stop`."""
@@ -611,13 +619,9 @@ class HumanGateway:
         """Return when this gateway changes the ask, or the clock reaches ``wake``."""
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._waiters.setdefault(ask_id, []).append(future)
-        sleeper = asyncio.ensure_future(self._clock.sleep_until(wake))
         try:
-            await asyncio.wait([future, sleeper], return_when=asyncio.FIRST_COMPLETED)
+            await first_of(future, self._clock.sleep_until(wake))
         finally:
-            sleeper.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await sleeper
             waiters = self._waiters.get(ask_id, [])
             if future in waiters:
                 waiters.remove(future)

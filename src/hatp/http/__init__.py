@@ -1,9 +1,11 @@
 """hatp over HTTP (Starlette): ``hatp serve``'s JSON API, leases, and hatp errors.
 
 :func:`hatp_app` serves the Human Gateway's, the Directory's and the
-coordinator's JSON API (each alone or together), the well-known document and
-an OpenAPI description (:func:`openapi_document`); :func:`load_config`,
-:func:`open_services` and :func:`demo_services` open what ``hatp serve`` runs.
+coordinator's JSON API (each alone or together), the well-known document,
+an OpenAPI description (:func:`openapi_document`) and the approver page
+(:func:`approver_routes`: people sign in with a passkey and answer their asks);
+:func:`load_config`, :func:`open_services` and :func:`demo_services` open what
+``hatp serve`` runs.
 
 A system of record's own API takes mutations only under a lease
 (:class:`LeaseGuard`, a pure ASGI middleware) and serves its lease
@@ -17,6 +19,7 @@ record checks every lease (:class:`hatp.lease.SystemOfRecord`).
 """
 
 from hatp.http._api import DEFAULT_MAX_BODY_BYTES
+from hatp.http._approver import APPROVER_PATH, SESSION_COOKIE, approver_routes
 from hatp.http._config import (
     ROLES,
     CoordinatorSettings,
@@ -24,10 +27,8 @@ from hatp.http._config import (
     GatewaySettings,
     Role,
     ServeConfig,
-    Services,
-    demo_services,
+    WebSettings,
     load_config,
-    open_services,
     parse_config,
     parse_only,
 )
@@ -53,8 +54,17 @@ from hatp.http._lease_headers import (
 from hatp.http._lease_routes import MAX_BODY_BYTES, Authenticate, lease_routes
 from hatp.http._openapi import OPENAPI_PATH, OPENAPI_VERSION, openapi_document
 from hatp.http._serve import hatp_app
+from hatp.http._services import (
+    Services,
+    demo_services,
+    enrol_link,
+    invite,
+    open_services,
+    open_web,
+)
 
 __all__ = [
+    "APPROVER_PATH",
     "DEFAULT_MAX_BODY_BYTES",
     "DEFAULT_STATUS",
     "FENCE_HEADER",
@@ -66,6 +76,7 @@ __all__ = [
     "PTCL_STALE_FENCE",
     "RECEIPT_HEADER",
     "ROLES",
+    "SESSION_COOKIE",
     "Authenticate",
     "CoordinatorSettings",
     "DirectorySettings",
@@ -77,17 +88,22 @@ __all__ = [
     "Role",
     "ServeConfig",
     "Services",
+    "WebSettings",
+    "approver_routes",
     "attach_receipt",
     "decode_header",
     "demo_services",
     "encode_header",
+    "enrol_link",
     "error_body",
     "error_response",
     "handle_hatp_error",
     "hatp_app",
+    "invite",
     "lease_routes",
     "load_config",
     "open_services",
+    "open_web",
     "openapi_document",
     "parse_config",
     "parse_fence_token",

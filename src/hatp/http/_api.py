@@ -27,7 +27,7 @@ from hatp.evidence import parse_json
 from hatp.http._errors import error_response
 from hatp.model import first_error
 
-__all__ = ["DEFAULT_MAX_BODY_BYTES", "Carrying", "Operation", "routes"]
+__all__ = ["DEFAULT_MAX_BODY_BYTES", "Carrying", "Operation", "read_body", "routes"]
 
 #: The largest request body the API reads by default, in bytes (1 MiB).
 DEFAULT_MAX_BODY_BYTES = 1024 * 1024
@@ -100,7 +100,7 @@ class Operation:
         """
         members: dict[str, Any] = {}
         if self.method == "POST":
-            body = await _body(request, max_body_bytes)
+            body = await read_body(request, max_body_bytes)
             doc = {} if not body.strip() else parse_json(body)
             if not isinstance(doc, dict):
                 raise InvalidJson("the request body is a JSON object", where="")
@@ -146,7 +146,12 @@ def routes(operations: Sequence[Operation], max_body_bytes: int) -> list[Route]:
     return [op.route(max_body_bytes) for op in operations]
 
 
-async def _body(request: Request, limit: int) -> bytes:
+async def read_body(request: Request, limit: int) -> bytes:
+    """The request's body, read as streamed.
+
+    Raises:
+        BodyTooLarge: larger than ``limit`` bytes, declared or as streamed.
+    """
     declared = request.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > limit:
         raise _too_large(limit)

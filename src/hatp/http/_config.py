@@ -1,12 +1,9 @@
-"""``hatp serve``'s settings: a TOML file, flags over it, and the roles they open.
+"""``hatp serve``'s settings: a TOML file, and flags over it.
 
 :func:`load_config` reads the file (every key checked; a bad one is
 ``CONFIG_INVALID`` naming it, e.g. ``server.port``); :meth:`ServeConfig.with_flags`
-lays the command line's flags over it. :func:`open_services` opens what the
-settings name — the store, the keys, the directory, the gateway, the
-coordinator and its MCP participants — and closes them again;
-:func:`demo_services` opens the demo trip world's instead. No rule lives
-here: each role checks its own requests.
+lays the command line's flags over it. What the settings name is opened by
+:func:`hatp.http.open_services` (``hatp.http._services``).
 
 A file looks like this (paths are relative to the file)::
 
@@ -31,44 +28,29 @@ A file looks like this (paths are relative to the file)::
 
     [coordinator.participants]
     "mcp://airline.example" = "http://127.0.0.1:9001/mcp"
+
+    [web]                                # the approver page, /approve (with [gateway])
+    rp_id = "acme.com"                   # the passkeys' relying party
+    origins = ["https://approve.acme.com"]   # where the page is served (default for
+                                         # rp_id "localhost": http://localhost:<port>)
+    session_hours = 8
+    directory_key = "keys/directory.jwk" # registers passkeys from invitations
+    keys = { "human://acme.com/bob" = "keys/people/bob.jwk" }   # optional
 """
 
 from __future__ import annotations
 
-import contextlib
-import json
 import tomllib
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from datetime import timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
-from mcp.client import Client, advertise
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
-from starlette.applications import Starlette
 
-from hatp.clock import SystemClock
-from hatp.coordinator import Coordinator
-from hatp.directory import Directory, well_known
-from hatp.errors import (
-    CardInvalid,
-    ConfigInvalid,
-    KeyInvalid,
-    KeyringInvalid,
-    SignatureInvalid,
-    VersionUnsupported,
-)
-from hatp.evidence import Keyring, PublicKey, SigningKey
-from hatp.gateway import HumanGateway
+from hatp.errors import ConfigInvalid
+from hatp.evidence import origin_fits
 from hatp.http._api import DEFAULT_MAX_BODY_BYTES
-from hatp.http._serve import hatp_app
-from hatp.mcp import EXTENSION_ID
-from hatp.participant import Participant
-from hatp.store import AskStore, DecisionLog, Store, open_store
-
-if TYPE_CHECKING:
-    from hatp.mcp import McpLink
 
 __all__ = [
     "ROLES",
@@ -77,10 +59,8 @@ __all__ = [
     "GatewaySettings",
     "Role",
     "ServeConfig",
-    "Services",
-    "demo_services",
+    "WebSettings",
     "load_config",
-    "open_services",
     "parse_config",
     "parse_only",
 ]
@@ -122,11 +102,20 @@ class _Coordinator(_Section):
     call_timeout: float = Field(default=10.0, gt=0, le=3600)
 
 
+class _Web(_Section):
+    rp_id: str = Field(min_length=1)
+    origins: list[str] | None = Field(default=None, min_length=1)
+    session_hours: float = Field(default=8.0, gt=0, le=24 * 30)
+    directory_key: str | None = Field(default=None, min_length=1)
+    keys: dict[str, str] = Field(default_factory=dict)
+
+
 class _File(_Section):
     server: _Server = Field(default_factory=_Server)
     gateway: _Gateway | None = None
     directory: _Directory | None = None
     coordinator: _Coordinator | None = None
+    web: _Web | None = None
 
 
 @dataclass(frozen=True)
@@ -161,6 +150,25 @@ class CoordinatorSettings:
 
 
 @dataclass(frozen=True)
+class WebSettings:
+    """``[web]``: the approver page. ``rp_id`` is the passkeys' relying party;
+    ``origins`` the page's origins (``None``: ``http://localhost:<port>``, for rpId
+    ``localhost`` only); ``directory_key`` the directory's private key file, to
+    register passkeys from invitations; ``keys`` Ed25519 key files the gateway signs
+    votes with for people (each a key on their card)."""
+
+    rp_id: str
+    origins: tuple[str, ...] | None = None
+    session_hours: float = 8.0
+    directory_key: Path | None = None
+    keys: Mapping[str, Path] = field(default_factory=dict)
+
+    def origins_at(self, port: int) -> tuple[str, ...]:
+        """The page's origins: as set, or ``http://localhost:<port>`` by default."""
+        return self.origins or (f"http://localhost:{port}",)
+
+
+@dataclass(frozen=True)
 class ServeConfig:
     """Everything ``hatp serve`` needs to know; see the module docstring for the file."""
 
@@ -173,6 +181,7 @@ class ServeConfig:
     gateway: GatewaySettings | None = None
     directory: DirectorySettings | None = None
     coordinator: CoordinatorSettings | None = None
+    web: WebSettings | None = None
 
     @property
     def served(self) -> tuple[Role, ...]:
@@ -277,6 +286,15 @@ def parse_config(doc: Mapping[str, Any], base: Path, *, source: str = "config") 
             read.coordinator.participants,
             read.coordinator.call_timeout,
         ),
+        web=None
+        if read.web is None
+        else WebSettings(
+            read.web.rp_id,
+            None if read.web.origins is None else tuple(read.web.origins),
+            read.web.session_hours,
+            None if read.web.directory_key is None else base / read.web.directory_key,
+            {human: base / path for human, path in read.web.keys.items()},
+        ),
     )
     _check(config)
     return config
@@ -315,6 +333,7 @@ def _check(config: ServeConfig) -> None:
             "directory.gateway",
             "the well-known document names the organisation's gateway: set it",
         )
+    _check_web(config)
     coordinator = config.coordinator
     for pid, url in (coordinator.participants if coordinator else {}).items():
         if not url.startswith(("http://", "https://")):
@@ -324,250 +343,26 @@ def _check(config: ServeConfig) -> None:
             )
 
 
+def _check_web(config: ServeConfig) -> None:
+    web = config.web
+    if web is None:
+        return
+    if config.gateway is None:
+        raise _bad("gateway", "the approver page answers the gateway's asks: add [gateway]")
+    if web.origins is None and web.rp_id != "localhost":
+        raise _bad(
+            "web.origins",
+            f"name the origins the approver page is served on (https on {web.rp_id} or a "
+            'subdomain of it); only rp_id "localhost" has a default',
+        )
+    if bad := [o for o in web.origins or () if not origin_fits(o, web.rp_id)]:
+        raise _bad(
+            "web.origins",
+            f"{', '.join(bad)} cannot use passkeys of rp_id {web.rp_id!r}: an origin is "
+            "https://host[:port] on the rp_id or a subdomain (http only on localhost)",
+        )
+
+
 def _bad(key: str | None, message: str) -> ConfigInvalid:
     """A refusal of the setting ``key``, its message naming it first."""
     return ConfigInvalid(message if key is None else f"{key}: {message}", key=key)
-
-
-@dataclass
-class Services:
-    """The roles ``hatp serve`` opened, and what it tells the person who started it."""
-
-    served: tuple[Role, ...]
-    gateway: HumanGateway | None
-    directory: Directory | None
-    coordinator: Coordinator | None
-    well_known: dict[str, Any] | None
-    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
-    #: Lines for the start-up banner (where things are, what answers asks).
-    notes: list[str] = field(default_factory=list)
-    #: A ``POST /coordinator/txns`` body to try (the demo's plan), if there is one.
-    example: Path | None = None
-
-    def app(self) -> Starlette:
-        """The app serving the roles in :attr:`served`."""
-        serving = set(self.served)
-        return hatp_app(
-            gateway=self.gateway if "gateway" in serving else None,
-            directory=self.directory if "directory" in serving else None,
-            coordinator=self.coordinator if "coordinator" in serving else None,
-            well_known=self.well_known if "directory" in serving else None,
-            max_body_bytes=self.max_body_bytes,
-        )
-
-
-@contextlib.asynccontextmanager
-async def open_services(config: ServeConfig) -> AsyncIterator[Services]:
-    """Open the store, keys, directory, gateway and coordinator ``config`` names.
-
-    The gateway's background loop (SLAs, escalations, deadlines) runs while the
-    services are open. Today the gateway reaches people on no channel (the
-    approver page, its web channel, comes next): every ask is routed and its
-    pending vote signed, and it closes at its ``decideBy`` as a withdrawn reject.
-
-    Raises:
-        ConfigInvalid: a file the settings name cannot be used (``data.key``).
-        StoreUnavailable: the database cannot be opened.
-    """
-    clock = SystemClock()
-    keyring = None if config.keyring is None else _keyring(config.keyring)
-    async with contextlib.AsyncExitStack() as stack:
-        store = open_store(config.db)
-        stack.callback(store.close)
-        notes = [f"store: {config.db}"]
-        directory = gateway = coordinator = document = None
-        if config.directory is not None and keyring is not None:
-            directory = _directory(config.directory, keyring)
-            gateway_id = config.gateway.id if config.gateway else config.directory.gateway
-            keys = _issued(keyring, directory.issuer)
-            if not keys:
-                raise ConfigInvalid(
-                    f"the keyring holds no key of the directory {directory.issuer}, which "
-                    "the well-known document publishes: add its public key",
-                    key="server.keyring",
-                )
-            document = well_known(directory.issuer, str(gateway_id), keys)
-        if config.gateway is not None and directory is not None:
-            settings = config.gateway
-            key = _key(settings.key, "gateway.key")
-            gateway = HumanGateway(
-                settings.id,
-                key,
-                directory,
-                AskStore(store),
-                {},
-                clock,
-                initiator_principals=settings.initiator_principals,
-            )
-            notes.append(
-                "people: reached on no channel yet (the approver page comes next); "
-                "asks are routed and signed, and close at their decideBy"
-            )
-            if config.coordinator is not None and keyring is not None:
-                _check_trusted(keyring, key, settings.id)
-                coordinator, links = _coordinator(
-                    config.coordinator, gateway, keyring, store, clock
-                )
-                for link in links:
-                    stack.push_async_callback(link.aclose)
-        if gateway is not None:
-            gateway.start()
-            stack.push_async_callback(gateway.stop)
-        yield Services(
-            config.served,
-            gateway,
-            directory,
-            coordinator,
-            document,
-            config.max_body_bytes,
-            notes,
-        )
-
-
-@contextlib.asynccontextmanager
-async def demo_services(
-    folder: Path, *, db: str | None = None, only: tuple[Role, ...] | None = None
-) -> AsyncIterator[Services]:
-    """Open the demo trip world in ``folder`` (made if missing) and serve its roles.
-
-    acme's gateway and directory, and the trip's coordinator over the four
-    in-process participants; every acme person approves at once, as scripted,
-    with a vote signed by their own key. The gateway's asks and the
-    coordinator's log go to ``db`` (default ``folder/serve.db``). Writes
-    ``folder/keyring.json`` (to verify records with ``hatp verify``) and
-    ``folder/trip-plan.json`` (a ``txn/begin`` body, deciding within 15 minutes).
-
-    Raises:
-        StoreUnavailable: a store cannot be opened.
-    """
-    from hatp.demo import COORDINATOR, GATEWAY, TripWorld, trip_plan
-    from hatp.demo._people import DIRECTORY
-
-    clock = SystemClock()
-    folder.mkdir(parents=True, exist_ok=True)
-    url = db or str(folder / "serve.db")
-    async with contextlib.AsyncExitStack() as stack:
-        world = stack.enter_context(TripWorld.open(folder, clock))
-        store = open_store(url)
-        stack.callback(store.close)
-        people = world.scripted_people("approve")
-        stack.push_async_callback(people.close)
-        gateway = HumanGateway(
-            GATEWAY, world.keys["gateway"], world.directory, AskStore(store), [people], clock
-        )
-        coordinator = world.coordinator(DecisionLog(store), gateway)
-        _write(folder / "keyring.json", world.keyring.to_json())
-        now = clock.now()
-        plan = trip_plan(f"trip-{now:%Y%m%d-%H%M%S}", decide_by=now + timedelta(minutes=15))
-        _write(folder / "trip-plan.json", {"plan": plan})
-        gateway.start()
-        stack.push_async_callback(gateway.stop)
-        yield Services(
-            only or ROLES,
-            gateway,
-            world.directory,
-            coordinator,
-            well_known(DIRECTORY, GATEWAY, _issued(world.keyring, DIRECTORY)),
-            notes=[
-                f"demo world: {folder} (acme's directory and gateway, coordinator {COORDINATOR})",
-                f"store: {url}",
-                "people: every acme person approves at once (scripted, signing with their key)",
-                f"a plan to begin: {folder / 'trip-plan.json'} (its txnId runs once)",
-                f"verify a record: hatp verify record.json --keys {folder / 'keyring.json'}",
-            ],
-            example=folder / "trip-plan.json",
-        )
-
-
-def _coordinator(
-    settings: CoordinatorSettings,
-    gateway: HumanGateway,
-    keyring: Keyring,
-    store: Store,
-    clock: SystemClock,
-) -> tuple[Coordinator, list[McpLink]]:
-    from hatp.mcp import McpLink  # a reconnecting MCP client per participant
-
-    links = [
-        McpLink(pid, _connector(url), keyring, timeout=settings.call_timeout)
-        for pid, url in settings.participants.items()
-    ]
-    participants: dict[str, Participant] = {link.participant_id: link for link in links}
-    coordinator = Coordinator(
-        coordinator_id=settings.id,
-        key=_key(settings.key, "coordinator.key"),
-        log=DecisionLog(store),
-        participants=participants,
-        gateway=gateway,
-        keyring=keyring,
-        clock=clock,
-        call_timeout=settings.call_timeout,
-    )
-    return coordinator, links
-
-
-def _connector(url: str) -> Callable[[], Client]:
-    return lambda: Client(url, extensions=[advertise(EXTENSION_ID)])
-
-
-def _keyring(path: Path) -> Keyring:
-    try:
-        return Keyring.load(path)
-    except (KeyringInvalid, VersionUnsupported) as exc:
-        raise ConfigInvalid(f"server.keyring: {exc.message}", key="server.keyring") from None
-
-
-def _key(path: Path, setting: str) -> SigningKey:
-    try:
-        return SigningKey.load(path)
-    except KeyInvalid as exc:
-        raise ConfigInvalid(f"{setting}: {exc.message}", key=setting) from None
-
-
-def _directory(settings: DirectorySettings, keyring: Keyring) -> Directory:
-    try:
-        directory = Directory.load(settings.cards, keyring)
-    except CardInvalid as exc:
-        raise ConfigInvalid(f"directory.cards: {exc.message}", key="directory.cards") from None
-    if directory.issuer != settings.issuer:
-        raise ConfigInvalid(
-            f"directory.issuer is {settings.issuer!r}, but {settings.cards} is issued by "
-            f"{directory.issuer!r}",
-            key="directory.issuer",
-        )
-    return directory
-
-
-def _issued(keyring: Keyring, issuer: str) -> list[PublicKey]:
-    found = []
-    for kid in keyring.kids():
-        try:
-            key, by = keyring.resolve(kid)
-        except SignatureInvalid:  # an issuer the keyring does not trust vouches for it
-            continue
-        if by == issuer:
-            found.append(key)
-    return found
-
-
-def _check_trusted(keyring: Keyring, key: SigningKey, gateway_id: str) -> None:
-    """The coordinator checks the gateway's approvals against the keyring: fail at start,
-    not at the first approval, when it would refuse them."""
-    try:
-        public, issuer = keyring.resolve(key.kid)
-    except SignatureInvalid as exc:
-        raise ConfigInvalid(
-            f"server.keyring: the coordinator could not check the gateway's approvals: "
-            f"{exc.message}",
-            key="server.keyring",
-        ) from None
-    if issuer != gateway_id or public.raw != key.public.raw:
-        raise ConfigInvalid(
-            f"server.keyring: key {key.kid!r} is not the gateway {gateway_id}'s "
-            f"(vouched for by {issuer!r}, or other key material)",
-            key="server.keyring",
-        )
-
-
-def _write(path: Path, document: Any) -> None:
-    path.write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")

@@ -72,6 +72,9 @@ class IndexAnswer(WireModel):
     serves: list[Literal["gateway", "directory", "coordinator"]]
     openapi: str
     well_known: str | None
+    approve: str | None = Field(
+        default=None, description="the approver page (HTML, for people), if served"
+    )
 
 
 def openapi_document(

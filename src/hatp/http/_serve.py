@@ -18,9 +18,10 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from hatp.coordinator import Coordinator
-from hatp.directory import Directory
-from hatp.gateway import HumanGateway
+from hatp.directory import Directory, PasskeyEnrolment
+from hatp.gateway import HumanGateway, WebApprovals
 from hatp.http._api import DEFAULT_MAX_BODY_BYTES, Operation, routes
+from hatp.http._approver import APPROVER_PATH, approver_routes
 from hatp.http._coordinator_api import CoordinatorApi
 from hatp.http._directory_api import directory_operations, well_known_route
 from hatp.http._gateway_api import gateway_operations
@@ -37,6 +38,8 @@ def hatp_app(
     directory: Directory | None = None,
     coordinator: Coordinator | None = None,
     well_known: Mapping[str, Any] | None = None,
+    web: WebApprovals | None = None,
+    enrolment: PasskeyEnrolment | None = None,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     title: str = "hatp",
 ) -> Starlette:
@@ -51,6 +54,9 @@ def hatp_app(
       the log for :meth:`~hatp.coordinator.Coordinator.recover`.
     - ``well_known``: the document served at ``/.well-known/human-card.json``
       (see :func:`hatp.directory.well_known`).
+    - ``web``: the approver page at ``/approve`` (sign in with a passkey, answer
+      asks); with ``enrolment``, people register passkeys there from invitations.
+      The gateway must be ``web.gateway``.
 
     A request body larger than ``max_body_bytes`` is refused 413 ``BODY_TOO_LARGE``.
     ``app.state.hatp_operations`` lists the operations served (what the OpenAPI
@@ -58,11 +64,13 @@ def hatp_app(
     API (:meth:`running` gives the tasks of the transactions it began), or ``None``.
 
     Raises:
-        ValueError: no role and no well-known document to serve, or ``well_known``
-            is not a WellKnown document.
+        ValueError: no role and no well-known document to serve, ``well_known``
+            is not a WellKnown document, or ``web`` is another gateway's.
     """
     if gateway is None and directory is None and coordinator is None and well_known is None:
         raise ValueError("give hatp_app at least one role (gateway, directory, coordinator)")
+    if web is not None and web.gateway is not gateway:
+        raise ValueError("the approver page answers the served gateway's asks: web.gateway")
     operations: list[Operation] = []
     served: list[str] = []
     if gateway is not None:
@@ -82,6 +90,7 @@ def hatp_app(
         "serves": served,
         "openapi": OPENAPI_PATH,
         "wellKnown": WELL_KNOWN_PATH if well_known is not None else None,
+        "approve": APPROVER_PATH if web is not None else None,
     }
 
     async def openapi(_: Request) -> Response:
@@ -96,6 +105,7 @@ def hatp_app(
     ]
     if well_known is not None:
         extra.append(well_known_route(well_known))
+    pages = [] if web is None else approver_routes(web, enrolment, max_body_bytes=max_body_bytes)
 
     @contextlib.asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:
@@ -109,7 +119,7 @@ def hatp_app(
             if gateway is not None:
                 await gateway.stop()
 
-    app = Starlette(routes=[*extra, *routes(operations, max_body_bytes)], lifespan=lifespan)
+    app = Starlette(routes=[*extra, *pages, *routes(operations, max_body_bytes)], lifespan=lifespan)
     app.state.hatp_operations = operations
     app.state.hatp_coordinator = coordinator_api
     return app

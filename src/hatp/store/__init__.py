@@ -7,7 +7,8 @@ record events, :class:`BranchStore` a participant's state per branch,
 :class:`UsedApprovals` the call approvals a tool server has used (each runs
 its call once), and :class:`LeaseBook` a system of record's compensation
 leases, epochs and rejection receipts; :class:`PasskeyBook` the gateway's
-spent passkey nonces and each passkey's sign count.
+spent passkey nonces and each passkey's sign count; :class:`WebBook` the
+approver page's sign-in challenges, sessions and passkey invitations.
 The durability rules are in ``docs/spec.md`` ([STORE-DURABLE] and after).
 """
 
@@ -19,6 +20,7 @@ from hatp.store._log import DecisionLog, TxnRow
 from hatp.store._passkeys import PasskeyBook
 from hatp.store._schema import from_ms, to_ms
 from hatp.store._used import UsedApproval, UsedApprovals, UseOutcome
+from hatp.store._web import ChallengePurpose, WebBook, WebInvite, WebSession, token_digest
 
 __all__ = [
     "AskKind",
@@ -27,6 +29,7 @@ __all__ = [
     "AskStore",
     "BranchRow",
     "BranchStore",
+    "ChallengePurpose",
     "DecisionLog",
     "LeaseBook",
     "LeaseRow",
@@ -37,7 +40,11 @@ __all__ = [
     "UseOutcome",
     "UsedApproval",
     "UsedApprovals",
+    "WebBook",
+    "WebInvite",
+    "WebSession",
     "from_ms",
     "open_store",
     "to_ms",
+    "token_digest",
 ]

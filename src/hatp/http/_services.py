@@ -1,0 +1,451 @@
+"""What ``hatp serve`` runs: the store, keys, directory, gateway, coordinator and approver page.
+
+:func:`open_services` opens what a :class:`~hatp.http.ServeConfig` names and
+closes it again; :func:`demo_services` opens the demo trip world's instead.
+Every file a setting names is loaded and checked before anything is served
+(``CONFIG_INVALID`` naming the setting). No rule lives here: each role
+checks its own requests.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from mcp.client import Client, advertise
+from starlette.applications import Starlette
+
+from hatp.clock import Clock, SystemClock
+from hatp.coordinator import Coordinator
+from hatp.directory import Directory, PasskeyEnrolment, well_known
+from hatp.errors import (
+    CardInvalid,
+    ConfigInvalid,
+    KeyInvalid,
+    KeyringInvalid,
+    SignatureInvalid,
+    VersionUnsupported,
+)
+from hatp.evidence import Keyring, PublicKey, SigningKey, card_keyring
+from hatp.gateway import ApproverSessions, HumanGateway, WebApprovals, WebChannel
+from hatp.http._api import DEFAULT_MAX_BODY_BYTES
+from hatp.http._approver import APPROVER_PATH
+from hatp.http._config import (
+    ROLES,
+    CoordinatorSettings,
+    DirectorySettings,
+    Role,
+    ServeConfig,
+    WebSettings,
+)
+from hatp.http._serve import hatp_app
+from hatp.mcp import EXTENSION_ID
+from hatp.participant import Participant
+from hatp.store import AskStore, DecisionLog, PasskeyBook, Store, WebBook, open_store
+
+if TYPE_CHECKING:
+    from hatp.mcp import McpLink
+
+__all__ = ["Services", "demo_services", "enrol_link", "invite", "open_services", "open_web"]
+
+
+@dataclass
+class Services:
+    """The roles ``hatp serve`` opened, and what it tells the person who started it."""
+
+    served: tuple[Role, ...]
+    gateway: HumanGateway | None
+    directory: Directory | None
+    coordinator: Coordinator | None
+    well_known: dict[str, Any] | None
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    #: Lines for the start-up banner (where things are, what answers asks).
+    notes: list[str] = field(default_factory=list)
+    #: A ``POST /coordinator/txns`` body to try (the demo's plan), if there is one.
+    example: Path | None = None
+    #: The approver page's work, served with the gateway (``[web]``).
+    web: WebApprovals | None = None
+    #: Registering passkeys from invitations (``web.directory_key``).
+    enrolment: PasskeyEnrolment | None = None
+
+    def app(self) -> Starlette:
+        """The app serving the roles in :attr:`served` (the approver page with the gateway)."""
+        serving = set(self.served)
+        with_gateway = "gateway" in serving
+        return hatp_app(
+            gateway=self.gateway if with_gateway else None,
+            directory=self.directory if "directory" in serving else None,
+            coordinator=self.coordinator if "coordinator" in serving else None,
+            well_known=self.well_known if "directory" in serving else None,
+            web=self.web if with_gateway else None,
+            enrolment=self.enrolment if with_gateway else None,
+            max_body_bytes=self.max_body_bytes,
+        )
+
+
+@contextlib.asynccontextmanager
+async def open_services(config: ServeConfig) -> AsyncIterator[Services]:
+    """Open the store, keys, directory, gateway, coordinator and approver page ``config``
+    names.
+
+    The gateway's background loop (SLAs, escalations, deadlines) runs while the
+    services are open. With ``[web]`` it reaches people on the approver page
+    (channel type ``web``; people sign in with a passkey on their card); without
+    it, on no channel: every ask is routed and its pending vote signed, and it
+    closes at its ``decideBy`` as a withdrawn reject.
+
+    Raises:
+        ConfigInvalid: a file the settings name cannot be used (``data.key``).
+        StoreUnavailable: the database cannot be opened.
+    """
+    clock = SystemClock()
+    keyring = None if config.keyring is None else _keyring(config.keyring)
+    async with contextlib.AsyncExitStack() as stack:
+        store = open_store(config.db)
+        stack.callback(store.close)
+        notes = [f"store: {config.db}"]
+        directory = gateway = coordinator = document = web = enrolment = None
+        if config.directory is not None and keyring is not None:
+            directory = _directory(config.directory, keyring)
+            gateway_id = config.gateway.id if config.gateway else config.directory.gateway
+            keys = _issued(keyring, directory.issuer)
+            if not keys:
+                raise ConfigInvalid(
+                    f"the keyring holds no key of the directory {directory.issuer}, which "
+                    "the well-known document publishes: add its public key",
+                    key="server.keyring",
+                )
+            document = well_known(directory.issuer, str(gateway_id), keys)
+        if config.gateway is not None and directory is not None:
+            settings = config.gateway
+            key = _key(settings.key, "gateway.key")
+            origins = None if config.web is None else config.web.origins_at(config.port)
+            channel = None if config.web is None else _web_channel(config.web, directory, clock)
+            gateway = HumanGateway(
+                settings.id,
+                key,
+                directory,
+                AskStore(store),
+                [] if channel is None else [channel],
+                clock,
+                initiator_principals=settings.initiator_principals,
+                passkey_origins=origins,
+            )
+            if config.web is None or channel is None or origins is None or keyring is None:
+                notes.append(
+                    "people: reached on no channel (add [web] for the approver page); asks "
+                    "are routed and signed, and close at their decideBy"
+                )
+            else:
+                web, enrolment = open_web(
+                    gateway, channel, store, config.web, origins, keyring, config.directory
+                )
+                notes.append(
+                    f"people: on the approver page {origins[0]}{APPROVER_PATH} (cards with "
+                    "the web channel; sign in with a passkey)"
+                )
+            if config.coordinator is not None and keyring is not None:
+                _check_trusted(keyring, key, settings.id)
+                coordinator, links = _coordinator(
+                    config.coordinator, gateway, keyring, store, clock
+                )
+                for link in links:
+                    stack.push_async_callback(link.aclose)
+        if gateway is not None:
+            gateway.start()
+            stack.push_async_callback(gateway.stop)
+        yield Services(
+            config.served,
+            gateway,
+            directory,
+            coordinator,
+            document,
+            config.max_body_bytes,
+            notes,
+            web=web,
+            enrolment=enrolment,
+        )
+
+
+@contextlib.asynccontextmanager
+async def demo_services(
+    folder: Path, *, db: str | None = None, only: tuple[Role, ...] | None = None
+) -> AsyncIterator[Services]:
+    """Open the demo trip world in ``folder`` (made if missing) and serve its roles.
+
+    acme's gateway and directory, and the trip's coordinator over the four
+    in-process participants; every acme person approves at once, as scripted,
+    with a vote signed by their own key. The gateway's asks and the
+    coordinator's log go to ``db`` (default ``folder/serve.db``). Writes
+    ``folder/keyring.json`` (to verify records with ``hatp verify``) and
+    ``folder/trip-plan.json`` (a ``txn/begin`` body, deciding within 15 minutes).
+
+    Raises:
+        StoreUnavailable: a store cannot be opened.
+    """
+    from hatp.demo import COORDINATOR, GATEWAY, TripWorld, trip_plan
+    from hatp.demo._people import DIRECTORY
+
+    clock = SystemClock()
+    folder.mkdir(parents=True, exist_ok=True)
+    url = db or str(folder / "serve.db")
+    async with contextlib.AsyncExitStack() as stack:
+        world = stack.enter_context(TripWorld.open(folder, clock))
+        store = open_store(url)
+        stack.callback(store.close)
+        people = world.scripted_people("approve")
+        stack.push_async_callback(people.close)
+        gateway = HumanGateway(
+            GATEWAY, world.keys["gateway"], world.directory, AskStore(store), [people], clock
+        )
+        coordinator = world.coordinator(DecisionLog(store), gateway)
+        _write(folder / "keyring.json", world.keyring.to_json())
+        now = clock.now()
+        plan = trip_plan(f"trip-{now:%Y%m%d-%H%M%S}", decide_by=now + timedelta(minutes=15))
+        _write(folder / "trip-plan.json", {"plan": plan})
+        gateway.start()
+        stack.push_async_callback(gateway.stop)
+        yield Services(
+            only or ROLES,
+            gateway,
+            world.directory,
+            coordinator,
+            well_known(DIRECTORY, GATEWAY, _issued(world.keyring, DIRECTORY)),
+            notes=[
+                f"demo world: {folder} (acme's directory and gateway, coordinator {COORDINATOR})",
+                f"store: {url}",
+                "people: every acme person approves at once (scripted, signing with their key)",
+                f"a plan to begin: {folder / 'trip-plan.json'} (its txnId runs once)",
+                f"verify a record: hatp verify record.json --keys {folder / 'keyring.json'}",
+            ],
+            example=folder / "trip-plan.json",
+        )
+
+
+def open_web(
+    gateway: HumanGateway,
+    channel: WebChannel,
+    store: Store,
+    settings: WebSettings,
+    origins: tuple[str, ...],
+    keyring: Keyring,
+    cards: DirectorySettings | None,
+) -> tuple[WebApprovals, PasskeyEnrolment | None]:
+    """The approver page's work over ``gateway`` and its web ``channel``: passkey
+    sessions on the gateway's ``store``, and with ``settings.directory_key``,
+    passkeys registered from invitations onto the cards (``cards``' file rewritten
+    after each).
+
+    Raises:
+        ConfigInvalid: ``web.directory_key`` cannot be read or is not the directory's
+            key in ``keyring``.
+    """
+    directory = gateway.directory
+    sessions = ApproverSessions(
+        directory,
+        WebBook(store),
+        PasskeyBook(store),
+        gateway.clock,
+        rp_id=settings.rp_id,
+        origins=origins,
+        lifetime=timedelta(hours=settings.session_hours),
+    )
+    web = WebApprovals(gateway, channel, sessions)
+    if settings.directory_key is None or not isinstance(directory, Directory):
+        return web, None
+    directory_key = _key(settings.directory_key, "web.directory_key")
+    _check_issuer(keyring, directory_key, directory.issuer, "web.directory_key")
+    path = None if cards is None else cards.cards
+    enrolment = PasskeyEnrolment(
+        directory,
+        directory_key,
+        keyring,
+        WebBook(store),
+        gateway.clock,
+        rp_id=settings.rp_id,
+        origins=origins,
+        saved=None if path is None else (lambda d: d.save(path)),
+    )
+    return web, enrolment
+
+
+def invite(config: ServeConfig, human: str, *, valid_for: timedelta) -> str:
+    """Invite ``human`` to register a passkey on the approver page ``config`` serves;
+    return the link to hand them (it holds the invitation's token after ``#``, so it
+    is never sent to a server in a request line or a log).
+
+    Raises:
+        ConfigInvalid: no ``[web]`` with ``directory_key``, no ``[directory]``, no origin
+            known (``web.origins`` unset with ``server.port`` 0), or a file the settings
+            name cannot be used.
+        CardUnknown: the directory holds no card for ``human``.
+        StoreUnavailable: the store failed; nobody was invited.
+    """
+    web, cards = config.web, config.directory
+    if web is None or web.directory_key is None or cards is None or config.keyring is None:
+        raise ConfigInvalid(
+            "web.directory_key: invitations are for a server that registers passkeys: set "
+            "[web] directory_key, with [directory] and server.keyring",
+            key="web.directory_key",
+        )
+    if web.origins is None and config.port == 0:
+        raise ConfigInvalid(
+            "web.origins: the link names the page's origin, and with server.port 0 the port "
+            "is only chosen when the server starts: set web.origins or server.port",
+            key="web.origins",
+        )
+    keyring = _keyring(config.keyring)
+    directory = _directory(cards, keyring)
+    directory_key = _key(web.directory_key, "web.directory_key")
+    _check_issuer(keyring, directory_key, directory.issuer, "web.directory_key")
+    origins = web.origins_at(config.port)
+    store = open_store(config.db)
+    try:
+        enrolment = PasskeyEnrolment(
+            directory,
+            directory_key,
+            keyring,
+            WebBook(store),
+            SystemClock(),
+            rp_id=web.rp_id,
+            origins=origins,
+        )
+        token = enrolment.invite(human, valid_for=valid_for)
+    finally:
+        store.close()
+    return enrol_link(origins[0], token)
+
+
+def enrol_link(origin: str, token: str) -> str:
+    """The link that registers a passkey with invitation ``token`` on the page at ``origin``."""
+    return f"{origin}{APPROVER_PATH}/enrol#invite={token}"
+
+
+def _web_channel(settings: WebSettings, directory: Directory, clock: Clock) -> WebChannel:
+    """The web channel, with the Ed25519 keys ``web.keys`` names: each one on its person's card."""
+    keys = {}
+    for human, path in settings.keys.items():
+        setting = f"web.keys.{human}"
+        key = _key(path, setting)
+        try:
+            card = directory.card(human)
+        except KeyError:
+            raise ConfigInvalid(
+                f"{setting}: the directory holds no card {human}", key=setting
+            ) from None
+        try:
+            public, _ = card_keyring(card).resolve(key.kid)
+        except SignatureInvalid:
+            public = None
+        if public is None or public.raw != key.public.raw:
+            raise ConfigInvalid(
+                f"{setting}: key {key.kid!r} is not on {human}'s card; votes signed with it "
+                "would be refused",
+                key=setting,
+            )
+        keys[human] = key
+    return WebChannel(clock, keys)
+
+
+def _coordinator(
+    settings: CoordinatorSettings,
+    gateway: HumanGateway,
+    keyring: Keyring,
+    store: Store,
+    clock: SystemClock,
+) -> tuple[Coordinator, list[McpLink]]:
+    from hatp.mcp import McpLink  # a reconnecting MCP client per participant
+
+    links = [
+        McpLink(pid, _connector(url), keyring, timeout=settings.call_timeout)
+        for pid, url in settings.participants.items()
+    ]
+    participants: dict[str, Participant] = {link.participant_id: link for link in links}
+    coordinator = Coordinator(
+        coordinator_id=settings.id,
+        key=_key(settings.key, "coordinator.key"),
+        log=DecisionLog(store),
+        participants=participants,
+        gateway=gateway,
+        keyring=keyring,
+        clock=clock,
+        call_timeout=settings.call_timeout,
+    )
+    return coordinator, links
+
+
+def _connector(url: str) -> Callable[[], Client]:
+    return lambda: Client(url, extensions=[advertise(EXTENSION_ID)])
+
+
+def _keyring(path: Path) -> Keyring:
+    try:
+        return Keyring.load(path)
+    except (KeyringInvalid, VersionUnsupported) as exc:
+        raise ConfigInvalid(f"server.keyring: {exc.message}", key="server.keyring") from None
+
+
+def _key(path: Path, setting: str) -> SigningKey:
+    try:
+        return SigningKey.load(path)
+    except KeyInvalid as exc:
+        raise ConfigInvalid(f"{setting}: {exc.message}", key=setting) from None
+
+
+def _directory(settings: DirectorySettings, keyring: Keyring) -> Directory:
+    try:
+        directory = Directory.load(settings.cards, keyring)
+    except CardInvalid as exc:
+        raise ConfigInvalid(f"directory.cards: {exc.message}", key="directory.cards") from None
+    if directory.issuer != settings.issuer:
+        raise ConfigInvalid(
+            f"directory.issuer is {settings.issuer!r}, but {settings.cards} is issued by "
+            f"{directory.issuer!r}",
+            key="directory.issuer",
+        )
+    return directory
+
+
+def _issued(keyring: Keyring, issuer: str) -> list[PublicKey]:
+    found = []
+    for kid in keyring.kids():
+        try:
+            key, by = keyring.resolve(kid)
+        except SignatureInvalid:  # an issuer the keyring does not trust vouches for it
+            continue
+        if by == issuer:
+            found.append(key)
+    return found
+
+
+def _check_trusted(keyring: Keyring, key: SigningKey, gateway_id: str) -> None:
+    """The coordinator checks the gateway's approvals against the keyring: fail at start,
+    not at the first approval, when it would refuse them."""
+    _check_issuer(keyring, key, gateway_id, "server.keyring")
+
+
+def _check_issuer(keyring: Keyring, key: SigningKey, issuer: str, setting: str) -> None:
+    """``key`` is ``issuer``'s in ``keyring``: what it signs will be checked there."""
+    try:
+        public, by = keyring.resolve(key.kid)
+    except SignatureInvalid as exc:
+        raise ConfigInvalid(
+            f"{setting}: what key {key.kid!r} signs could not be checked against the "
+            f"keyring: {exc.message}",
+            key=setting,
+        ) from None
+    if by != issuer or public.raw != key.public.raw:
+        raise ConfigInvalid(
+            f"{setting}: key {key.kid!r} is not {issuer}'s in the keyring "
+            f"(vouched for by {by!r}, or other key material)",
+            key=setting,
+        )
+
+
+def _write(path: Path, document: Any) -> None:
+    path.write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
