@@ -108,7 +108,7 @@ def serve(
 
     One process serves each role configured (or those --only names), plus
     /.well-known/human-card.json, the OpenAPI description at /openapi.json and,
-    with a \[web] table, the approver page at /approve, where people sign in with
+    with a \\[web] table, the approver page at /approve, where people sign in with
     a passkey and answer their asks (invite them with `hatp invite`). Settings
     come from --config, and the flags override them. Prints the URL on stdout
     once listening; Ctrl-C stops it. Exit 2 when the settings are unusable.

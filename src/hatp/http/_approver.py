@@ -42,7 +42,7 @@ from hatp.gateway._web import MAX_WAIT_SECONDS
 from hatp.http._api import DEFAULT_MAX_BODY_BYTES, read_body
 from hatp.http._approver_views import ask_page, inbox_item, render, state_words
 from hatp.http._errors import error_response, status_of
-from hatp.model import WireModel, first_error
+from hatp.model import WebAuthnKey, WireModel, first_error
 
 __all__ = ["APPROVER_PATH", "SESSION_COOKIE", "approver_routes"]
 
@@ -104,19 +104,74 @@ def approver_routes(
     ``enrolment``: registering passkeys from invitations; without it the
     registration page refuses every invitation (``INVITE_INVALID`` ``UNKNOWN``).
     """
-    sessions = web.sessions
-    gateway_id = web.gateway.gateway_id
+    return _ApproverPage(web, enrolment, prefix, max_body_bytes).routes()
 
-    def page(template: str, request: Request, status: int = 200, **context: Any) -> Response:
-        html = render(template, base=prefix, gateway_id=gateway_id, **context)
+
+class _ApproverPage:
+    """The pages and the page's endpoints over one :class:`WebApprovals`."""
+
+    def __init__(
+        self,
+        web: WebApprovals,
+        enrolment: PasskeyEnrolment | None,
+        prefix: str,
+        max_body_bytes: int,
+    ) -> None:
+        self.web = web
+        self.sessions = web.sessions
+        self.enrolment = enrolment
+        self.prefix = prefix
+        self.max_body_bytes = max_body_bytes
+
+    def routes(self) -> list[BaseRoute]:
+        prefix = self.prefix
+        api = [
+            _api("POST", "/sign-in/options", self.sign_in_options),
+            Route("/sign-in", _typed(self.sign_in), methods=["POST"]),
+            Route("/sign-out", _typed(self.sign_out), methods=["POST"]),
+            _api("POST", "/enrol/options", self.enrol_options),
+            _api("POST", "/enrol", self.enrol_finish),
+            _api("GET", "/inbox", self.inbox),
+            _api("POST", "/asks/{ask_id}/options", self.vote_options),
+            _api("POST", "/asks/{ask_id}/vote", self.vote),
+            _api("POST", "/asks/{ask_id}/answer", self.answer),
+            _api("POST", "/asks/{ask_id}/decline", self.decline),
+        ]
+        static = StaticFiles(directory=str(files("hatp.http").joinpath("static")))
+        return [
+            Route(prefix, self._html(self.home), methods=["GET"], name="hatp-approve"),
+            Route(f"{prefix}/asks/{{ask_id}}", self._html(self.ask), methods=["GET"]),
+            Route(f"{prefix}/enrol", self._html(self.enrol), methods=["GET"]),
+            Mount(f"{prefix}/static", app=static, name="hatp-approve-static"),
+            Mount(f"{prefix}/api", routes=api),
+        ]
+
+    # -- helpers ----------------------------------------------------------
+
+    def page(self, template: str, status: int = 200, **context: Any) -> Response:
+        """An HTML page, sent with the page's security headers."""
+        gateway_id = self.web.gateway.gateway_id
+        html = render(template, base=self.prefix, gateway_id=gateway_id, **context)
         return HTMLResponse(html, status_code=status, headers=_PAGE_HEADERS)
 
-    def who(request: Request) -> str:
-        return sessions.session(request.cookies.get(SESSION_COOKIE)).human
+    def who(self, request: Request) -> str:
+        """The person the request's session names. [WEB-SESSION]
 
-    async def read(request: Request, model: type[_M]) -> _M:
-        _check_origin(request, sessions.origins)
-        body = await read_body(request, max_body_bytes)
+        Raises:
+            Unauthenticated: no live session.
+        """
+        return self.sessions.session(request.cookies.get(SESSION_COOKIE)).human
+
+    async def read(self, request: Request, model: type[_M]) -> _M:
+        """The body of a request that changes something, once it passed [WEB-ORIGIN].
+
+        Raises:
+            OriginRefused: not from the page's origin.
+            InvalidJson: not strict JSON, or does not fit ``model``.
+            BodyTooLarge: larger than the server reads.
+        """
+        _check_origin(request, self.sessions.origins)
+        body = await read_body(request, self.max_body_bytes)
         doc = parse_json(body) if body.strip() else {}
         try:
             return model.model_validate(doc)
@@ -127,84 +182,115 @@ def approver_routes(
                 where=f"/{where}",
             ) from None
 
+    def _html(self, handler: _Page) -> _Page:
+        """``handler``, with a hatp error it raises shown as an error page."""
+
+        async def page(request: Request) -> Response:
+            try:
+                return await handler(request)
+            except HatpError as error:
+                return self.page(
+                    "error.html",
+                    status_of(error),
+                    human=None,
+                    heading="This page cannot be shown",
+                    code=error.code,
+                    message=error.message,
+                )
+
+        return page
+
     # -- pages ------------------------------------------------------------
 
-    async def home(request: Request) -> Response:
+    async def home(self, request: Request) -> Response:
         try:
-            human = who(request)
+            human = self.who(request)
         except Unauthenticated as exc:
             reason = exc.message if exc.data.get("reason") == "ENDED" else None
-            return page("sign_in.html", request, human=None, next="", reason=reason)
-        items = [inbox_item(n) for n in web.inbox(human)]
-        return page("inbox.html", request, human=human, items=items, version=_version(human))
+            return self.page("sign_in.html", human=None, next="", reason=reason)
+        items = [inbox_item(n) for n in self.web.inbox(human)]
+        version = self.web.channel.version(human)
+        return self.page("inbox.html", human=human, items=items, version=version)
 
-    async def ask(request: Request) -> Response:
+    async def ask(self, request: Request) -> Response:
         ask_id = request.path_params["ask_id"]
         try:
-            human = who(request)
+            human = self.who(request)
         except Unauthenticated:
-            here = f"{prefix}/asks/{ask_id}"
-            return page("sign_in.html", request, 401, human=None, next=here, reason=None)
+            here = f"{self.prefix}/asks/{ask_id}"
+            return self.page("sign_in.html", 401, human=None, next=here, reason=None)
         try:
-            notice, progress = web.ask(ask_id, human)
+            notice, progress = self.web.ask(ask_id, human)
         except AskUnknown as exc:
-            return _error_page(page, request, human, exc, "No such ask for you")
-        context = ask_page(notice, progress, human, now=web.gateway.clock.now())
-        return page("ask.html", request, human=human, **context)
+            return self.page(
+                "error.html",
+                status_of(exc),
+                human=human,
+                heading="No such ask for you",
+                code=exc.code,
+                message=exc.message,
+            )
+        context = ask_page(notice, progress, human, now=self.web.gateway.clock.now())
+        return self.page("ask.html", human=human, **context)
 
-    async def enrol(request: Request) -> Response:
-        return page("enrol.html", request, human=None)
+    async def enrol(self, request: Request) -> Response:
+        return self.page("enrol.html", human=None)
 
-    # -- the page's JSON endpoints ---------------------------------------
+    # -- signing in -------------------------------------------------------
 
-    async def sign_in_options(request: Request) -> dict[str, Any]:
-        await read(request, _Empty)
-        return sessions.sign_in_options()
+    async def sign_in_options(self, request: Request) -> dict[str, Any]:
+        await self.read(request, _Empty)
+        return self.sessions.sign_in_options()
 
-    async def sign_in(request: Request) -> Response:
-        body = await read(request, _SignIn)
-        signed = sessions.sign_in(body.credential)
+    async def sign_in(self, request: Request) -> Response:
+        """[WEB-SIGN-IN] the session's token goes to the browser once, as its cookie."""
+        body = await self.read(request, _SignIn)
+        signed = self.sessions.sign_in(body.credential)
+        session = signed.session
         response = JSONResponse(
-            {"human": signed.session.human, "expiresAt": format_time(signed.session.expires_at)}
+            {"human": session.human, "expiresAt": format_time(session.expires_at)}
         )
-        lifetime = signed.session.expires_at - signed.session.created_at
         response.set_cookie(
             SESSION_COOKIE,
             signed.token,
-            max_age=int(lifetime.total_seconds()),
-            path=prefix,
+            max_age=int((session.expires_at - session.created_at).total_seconds()),
+            path=self.prefix,
             secure=request.url.scheme == "https",
             httponly=True,
             samesite="strict",
         )
         return response
 
-    async def sign_out(request: Request) -> Response:
-        await read(request, _Empty)
-        sessions.sign_out(request.cookies.get(SESSION_COOKIE))
+    async def sign_out(self, request: Request) -> Response:
+        await self.read(request, _Empty)
+        self.sessions.sign_out(request.cookies.get(SESSION_COOKIE))
         response = JSONResponse({})
-        response.delete_cookie(SESSION_COOKIE, path=prefix, httponly=True, samesite="strict")
+        response.delete_cookie(SESSION_COOKIE, path=self.prefix, httponly=True, samesite="strict")
         return response
 
-    async def enrol_options(request: Request) -> dict[str, Any]:
-        body = await read(request, _Invite)
-        registry = _enrolling(enrolment)
-        invite = registry.invitation(body.invite)
-        card = web.card(invite.human)
+    # -- registering a passkey ---------------------------------------------
+
+    async def enrol_options(self, request: Request) -> dict[str, Any]:
+        body = await self.read(request, _Invite)
+        enrolment = _enrolling(self.enrolment)
+        invite = enrolment.invitation(body.invite)
+        card = self.web.card(invite.human)
         return {
             "human": invite.human,
             "displayName": None if card is None else card.display_name,
-            "options": registry.options(body.invite),
+            "options": enrolment.options(body.invite),
         }
 
-    async def enrol_finish(request: Request) -> dict[str, Any]:
-        body = await read(request, _Enrol)
-        card = _enrolling(enrolment).register(body.invite, body.credential)
-        kids = [key.kid for key in card.keys if getattr(key, "use", None) == "webauthn"]
-        return {"human": card.id, "kid": kids[-1]}
+    async def enrol_finish(self, request: Request) -> dict[str, Any]:
+        body = await self.read(request, _Enrol)
+        card = _enrolling(self.enrolment).register(body.invite, body.credential)
+        kids = [key.kid for key in card.keys if isinstance(key, WebAuthnKey)]
+        return {"human": card.id, "kid": kids[-1]}  # the new passkey is the card's last
 
-    async def inbox(request: Request) -> dict[str, Any]:
-        human = who(request)
+    # -- asks -------------------------------------------------------------
+
+    async def inbox(self, request: Request) -> dict[str, Any]:
+        human = self.who(request)
         if unknown := sorted(set(request.query_params) - {"since", "waitSeconds"}):
             raise InvalidJson(
                 f"the inbox takes the query members since and waitSeconds, not {unknown[0]}",
@@ -212,54 +298,33 @@ def approver_routes(
             )
         since = _query_number(request, "since", int)
         wait = _query_number(request, "waitSeconds", float) or 0.0
-        version = web.channel.version(human)
+        channel = self.web.channel
+        version = channel.version(human)
         if since is not None:
-            version = await web.channel.changed(human, int(since), min(wait, MAX_WAIT_SECONDS))
-        return {"version": version, "asks": [_camel(inbox_item(n)) for n in web.inbox(human)]}
+            version = await channel.changed(human, int(since), min(wait, MAX_WAIT_SECONDS))
+        asks = [_camel(inbox_item(n)) for n in self.web.inbox(human)]
+        return {"version": version, "asks": asks}
 
-    async def vote_options(request: Request) -> dict[str, Any]:
-        body = await read(request, _Decision)
-        return web.vote_options(request.path_params["ask_id"], who(request), body.decision)
-
-    async def vote(request: Request) -> dict[str, Any]:
-        body = await read(request, _Vote)
+    async def vote_options(self, request: Request) -> dict[str, Any]:
+        body = await self.read(request, _Decision)
         ask_id = request.path_params["ask_id"]
-        human = who(request)
-        return _progress(await web.vote(ask_id, human, body.decision, body.credential), human)
+        return self.web.vote_options(ask_id, self.who(request), body.decision)
 
-    async def answer(request: Request) -> dict[str, Any]:
-        body = await read(request, _Answer)
-        human = who(request)
-        return _progress(await web.answer(request.path_params["ask_id"], human, body.value), human)
+    async def vote(self, request: Request) -> dict[str, Any]:
+        body = await self.read(request, _Vote)
+        ask_id, human = request.path_params["ask_id"], self.who(request)
+        done = await self.web.vote(ask_id, human, body.decision, body.credential)
+        return _progress(done, human)
 
-    async def decline(request: Request) -> dict[str, Any]:
-        await read(request, _Empty)
-        human = who(request)
-        return _progress(await web.decline(request.path_params["ask_id"], human), human)
+    async def answer(self, request: Request) -> dict[str, Any]:
+        body = await self.read(request, _Answer)
+        ask_id, human = request.path_params["ask_id"], self.who(request)
+        return _progress(await self.web.answer(ask_id, human, body.value), human)
 
-    def _version(human: str) -> int:
-        return web.channel.version(human)
-
-    api = [
-        _api("POST", "/sign-in/options", sign_in_options),
-        Route("/sign-in", _typed(sign_in), methods=["POST"]),
-        Route("/sign-out", _typed(sign_out), methods=["POST"]),
-        _api("POST", "/enrol/options", enrol_options),
-        _api("POST", "/enrol", enrol_finish),
-        _api("GET", "/inbox", inbox),
-        _api("POST", "/asks/{ask_id}/options", vote_options),
-        _api("POST", "/asks/{ask_id}/vote", vote),
-        _api("POST", "/asks/{ask_id}/answer", answer),
-        _api("POST", "/asks/{ask_id}/decline", decline),
-    ]
-    static = StaticFiles(directory=str(files("hatp.http").joinpath("static")))
-    return [
-        Route(prefix, home, methods=["GET"], name="hatp-approve"),
-        Route(f"{prefix}/asks/{{ask_id}}", ask, methods=["GET"], name="hatp-approve-ask"),
-        Route(f"{prefix}/enrol", enrol, methods=["GET"], name="hatp-approve-enrol"),
-        Mount(f"{prefix}/static", app=static, name="hatp-approve-static"),
-        Mount(f"{prefix}/api", routes=api),
-    ]
+    async def decline(self, request: Request) -> dict[str, Any]:
+        await self.read(request, _Empty)
+        ask_id, human = request.path_params["ask_id"], self.who(request)
+        return _progress(await self.web.decline(ask_id, human), human)
 
 
 def _check_origin(request: Request, origins: tuple[str, ...]) -> None:
@@ -300,20 +365,6 @@ def _typed(endpoint: _Page) -> _Page:
             return error_response(error)
 
     return answering
-
-
-def _error_page(
-    page: Callable[..., Response], request: Request, human: str, error: HatpError, heading: str
-) -> Response:
-    return page(
-        "error.html",
-        request,
-        status_of(error),
-        human=human,
-        heading=heading,
-        code=error.code,
-        message=error.message,
-    )
 
 
 def _query_number(request: Request, name: str, kind: type[int] | type[float]) -> float | None:
