@@ -9,7 +9,9 @@ directory. Every refusal leaves the card as it was. On SQLite and PostgreSQL.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -156,6 +158,35 @@ def test_an_invitation_registers_once_then_it_is_used(store: Store, clock: Manua
     assert found.signed(BOB) == after
     (invite,) = WebBook(store).invites(BOB)
     assert invite.kid == f"{BOB}#passkey-1" and invite.used_at == clock.now()
+
+
+def test_registrations_at_once_for_one_person_keep_both_passkeys(
+    store: Store, clock: ManualClock
+) -> None:
+    """[DIR-ENROL] two invitations used from two threads at the same moment: each
+    registration signs the card as the other left it; neither passkey is lost."""
+    found = _people()
+    enrolment = _enrolment(found, store, clock)
+    devices = [_device(f"bob-device-{n}") for n in range(2)]
+    tokens = [enrolment.invite(BOB) for _ in devices]
+    responses = [
+        device.register(_challenge(enrolment, token))
+        for device, token in zip(devices, tokens, strict=True)
+    ]
+    start = threading.Barrier(len(devices))
+
+    def register(n: int) -> HumanCard:
+        start.wait(timeout=10)
+        return enrolment.register(tokens[n], responses[n])
+
+    with ThreadPoolExecutor(len(devices)) as pool:
+        list(pool.map(register, range(len(devices))))
+    held = sorted(credential for _, credential in _passkeys(found.card(BOB)))
+    assert held == sorted(device.credential_id for device in devices)
+    assert sorted(kid for kid, _ in _passkeys(found.card(BOB))) == [
+        f"{BOB}#passkey-1",
+        f"{BOB}#passkey-2",
+    ]
 
 
 def test_a_second_invitation_registers_passkey_2_and_excludes_the_first(

@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 import secrets
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
 from typing import Any
@@ -92,6 +93,7 @@ class PasskeyEnrolment:
         self._origins = checked
         self._rp_name = rp_name
         self._saved = saved
+        self._registering = threading.Lock()
 
     @property
     def rp_id(self) -> str:
@@ -193,6 +195,11 @@ class PasskeyEnrolment:
                 already; nothing was registered.
             StoreUnavailable: the store failed; nothing was registered.
         """
+        # One registration at a time in this process: each reads the card it signs anew.
+        with self._registering:
+            return self._register(token, credential)
+
+    def _register(self, token: str, credential: Mapping[str, Any]) -> HumanCard:
         invite = self.invitation(token)
         card = self._card(invite.human)
         kid = _next_kid(card)
