@@ -205,6 +205,33 @@ def test_signing_out_ends_the_session(
     assert sessions.session(second.token).human == BOB
 
 
+def test_asking_to_sign_in_clears_away_ended_sessions_and_expired_challenges(
+    store: Store, clock: ManualClock, sessions: ApproverSessions, bob: SoftwareAuthenticator
+) -> None:
+    """[STORE-WEB-SESSION] [STORE-WEB-CHALLENGE] the tables do not grow without end: a
+    signed-out session, an expired one and an expired challenge are gone once someone
+    asks to sign in again; a live session stays."""
+
+    def challenges() -> int:
+        with store.transaction() as conn:
+            found = conn.execute(sa.text("SELECT count(*) FROM hatp_web_challenge"))
+            return int(found.scalar_one())
+
+    signed_out = sessions.sign_in(bob.assertion(_challenge(sessions)))
+    sessions.sign_out(signed_out.token)
+    assert (_kept_sessions(store), challenges()) == (1, 1)
+    sessions.sign_in_options()  # left unused
+    assert (_kept_sessions(store), challenges()) == (0, 2)
+    expiring = sessions.sign_in(bob.assertion(_challenge(sessions)))
+    clock.advance(8 * 3600)
+    assert _kept_sessions(store) == 1
+    live = sessions.sign_in(bob.assertion(_challenge(sessions)))
+    assert _kept_sessions(store) == 1 and challenges() == 1  # all but the live one's
+    assert sessions.session(live.token).human == BOB
+    with pytest.raises(Unauthenticated):
+        sessions.session(expiring.token)
+
+
 @pytest.mark.parametrize("token", [None, ""])
 def test_no_token_is_no_session(sessions: ApproverSessions, token: str | None) -> None:
     with pytest.raises(Unauthenticated) as caught:

@@ -104,11 +104,14 @@ class ApproverSessions:
         """Return WebAuthn request options for a sign-in
         (``PublicKeyCredentialRequestOptionsJSON``): a fresh challenge, kept for five
         minutes; any passkey of this rpId (the credential names its person); user
-        verification required.
+        verification required. Challenges and sessions that ended are deleted first
+        (:meth:`~hatp.store.WebBook.prune`), so neither table grows without end.
 
         Raises:
             StoreUnavailable: the store failed.
         """
+        now = self._clock.now()
+        self._book.prune(now)
         challenge = secrets.token_bytes(TOKEN_BYTES)
         options = generate_authentication_options(
             rp_id=self._rp_id,
@@ -119,7 +122,7 @@ class ApproverSessions:
             b64url_encode(challenge),
             ChallengePurpose.SIGN_IN,
             "",
-            self._clock.now() + CHALLENGE_LIFETIME,
+            now + CHALLENGE_LIFETIME,
         )
         doc: dict[str, Any] = json.loads(options_to_json(options))
         return doc
