@@ -33,6 +33,7 @@ import uvicorn
 from starlette.applications import Starlette
 
 from hatp.clock import Clock, SystemClock
+from hatp.coordinator import Outcome
 from hatp.demo._people import DIRECTORY
 from hatp.demo.scenarios import APPROVER, DemoRun, Scenario
 from hatp.demo.trip import GATEWAY, TripWorld, trip_plan
@@ -88,58 +89,81 @@ async def run_web_demo(
     clock = SystemClock()
     folder.mkdir(parents=True, exist_ok=True)
     world = TripWorld.open(folder, clock, channels=(WEB,))
-    sock = _listening(port)
-    origin = f"http://{RP_ID}:{sock.getsockname()[1]}"
+    outcome = None
     try:
-        log = DecisionLog(open_store(folder / "coordinator.db"))
-        channel = WebChannel(clock)
-        gateway = HumanGateway(
-            GATEWAY,
-            world.keys["gateway"],
-            world.directory,
-            world.asks,
-            [channel],
-            clock,
-            passkey_origins=[origin],
-        )
-        web, enrolment = _web(world, gateway, channel, origin, clock)
-        coordinator = world.coordinator(log, gateway, retry_delay=0.2, poll_seconds=1.0)
-        app = hatp_app(
-            gateway=gateway,
-            directory=world.directory,
-            coordinator=coordinator,
-            well_known=well_known(DIRECTORY, GATEWAY, [_directory_key(world).public]),
-            web=web,
-            enrolment=enrolment,
-        )
-        invite = enrol_link(origin, enrolment.invite(APPROVER, valid_for=wait))
-        async with _served(app, sock):
-            shown = WebReady(origin, f"{origin}{APPROVER_PATH}", APPROVER, invite)
-            _write(folder / WEB_FILE, {"url": origin, "approve": shown.approve, "invites": {
-                APPROVER: invite}})  # fmt: skip
-            if ready is not None:
-                ready(shown)
-            kid = await _registered(world, clock, wait)
-            if kid is None:
-                return None
-            if registered is not None:
-                registered(kid)
-            now = clock.now()
-            plan = trip_plan(
-                f"trip-{now:%Y%m%d-%H%M%S}-{secrets.token_hex(3)}",
-                decide_by=now + wait,
-                passkey=passkey,
-            )
-            outcome = await coordinator.run(plan)
-        scenario = Scenario(
-            "web", "the finance approver decides in the browser, signing with a passkey"
-        )
-        return DemoRun(scenario, folder, world, outcome)
-    except BaseException:
-        world.close()
-        raise
+        with contextlib.closing(_listening(port)) as sock:
+            log_store = open_store(folder / "coordinator.db")
+            try:
+                outcome = await _serve_and_run(
+                    world, DecisionLog(log_store), sock, passkey, ready, registered, wait
+                )
+            finally:
+                log_store.close()
     finally:
-        sock.close()
+        if outcome is None:
+            world.close()
+    if outcome is None:
+        return None
+    scenario = Scenario(
+        "web", "the finance approver decides in the browser, signing with a passkey"
+    )
+    return DemoRun(scenario, folder, world, outcome)
+
+
+async def _serve_and_run(
+    world: TripWorld,
+    log: DecisionLog,
+    sock: socket.socket,
+    passkey: bool,
+    ready: Callable[[WebReady], None] | None,
+    registered: Callable[[str], None] | None,
+    wait: timedelta,
+) -> Outcome | None:
+    """Serve the world's app on ``sock``; once the approver's passkey is registered, run
+    the trip and return its outcome (``None``: no passkey within ``wait``)."""
+    clock = world.clock
+    origin = f"http://{RP_ID}:{sock.getsockname()[1]}"
+    channel = WebChannel(clock)
+    gateway = HumanGateway(
+        GATEWAY,
+        world.keys["gateway"],
+        world.directory,
+        world.asks,
+        [channel],
+        clock,
+        passkey_origins=[origin],
+    )
+    web, enrolment = _web(world, gateway, channel, origin, clock)
+    coordinator = world.coordinator(log, gateway, retry_delay=0.2, poll_seconds=1.0)
+    app = hatp_app(
+        gateway=gateway,
+        directory=world.directory,
+        coordinator=coordinator,
+        well_known=well_known(DIRECTORY, GATEWAY, [_directory_key(world).public]),
+        web=web,
+        enrolment=enrolment,
+    )
+    invite = enrol_link(origin, enrolment.invite(APPROVER, valid_for=wait))
+    shown = WebReady(origin, f"{origin}{APPROVER_PATH}", APPROVER, invite)
+    async with _served(app, sock):
+        _write(
+            world.folder / WEB_FILE,
+            {"url": origin, "approve": shown.approve, "invites": {APPROVER: invite}},
+        )
+        if ready is not None:
+            ready(shown)
+        kid = await _registered(world, clock, wait)
+        if kid is None:
+            return None
+        if registered is not None:
+            registered(kid)
+        now = clock.now()
+        plan = trip_plan(
+            f"trip-{now:%Y%m%d-%H%M%S}-{secrets.token_hex(3)}",
+            decide_by=now + wait,
+            passkey=passkey,
+        )
+        return await coordinator.run(plan)
 
 
 def _web(

@@ -189,16 +189,20 @@ class _ApproverPage:
             try:
                 return await handler(request)
             except HatpError as error:
-                return self.page(
-                    "error.html",
-                    status_of(error),
-                    human=None,
-                    heading="This page cannot be shown",
-                    code=error.code,
-                    message=error.message,
-                )
+                return self.error_page(error, "This page cannot be shown")
 
         return page
+
+    def error_page(self, error: HatpError, heading: str, human: str | None = None) -> Response:
+        """The page that shows ``error``, with the status it travels with."""
+        return self.page(
+            "error.html",
+            status_of(error),
+            human=human,
+            heading=heading,
+            code=error.code,
+            message=error.message,
+        )
 
     # -- pages ------------------------------------------------------------
 
@@ -222,14 +226,7 @@ class _ApproverPage:
         try:
             notice, progress = self.web.ask(ask_id, human)
         except AskUnknown as exc:
-            return self.page(
-                "error.html",
-                status_of(exc),
-                human=human,
-                heading="No such ask for you",
-                code=exc.code,
-                message=exc.message,
-            )
+            return self.error_page(exc, "No such ask for you", human)
         context = ask_page(notice, progress, human, now=self.web.gateway.clock.now())
         return self.page("ask.html", human=human, **context)
 
