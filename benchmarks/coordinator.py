@@ -74,7 +74,7 @@ from _trip_rig import (
     drop_database,
 )
 from hatp.demo.trip import COORDINATOR, GATEWAY, PARTICIPANT_IDS
-from hatp.evidence import Keyring, SigningKey, canonicalize, digest, sign, verify
+from hatp.evidence import Keyring, SigningKey, canonicalize, copy_json, digest, sign, verify
 from hatp.evidence._keys import PublicKey
 
 DEFAULT_POSTGRES = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
@@ -128,10 +128,11 @@ class Census:
 
 _COUNTED = {
     canonicalize.__code__: "canonicalize",
-    digest.__code__: "digest",
+    digest.__code__: "digests",
     SigningKey.sign_bytes.__code__: "sign",
     PublicKey.verify_bytes.__code__: "verify",
     copy.deepcopy.__code__: "deepcopy",
+    copy_json.__code__: "JSON copies",
 }
 
 
@@ -160,7 +161,7 @@ def take_census(rig: Rig) -> Census:
                 if caller is None or caller.f_code.co_filename != copy_module:
                     census.calls["deep copies"] += 1  # top-level ones; not the recursion
             else:
-                census.calls[name + "s"] += 1
+                census.calls[name] += 1
 
     owners = {store.url: owner for owner, store in rig.stores.items()}
 
@@ -402,7 +403,7 @@ def print_census(result: BackendResult) -> None:
     print(f"  Ed25519 signs        {len(census.signs):>4}  ({_tally(signers)})")
     print(f"  Ed25519 verifies     {len(census.verifies):>4}  (signed by {_tally(verified)})")
     print(f"  canonicalizations    {canonical:>4}  (called from {_tally(census.canonical_by)})")
-    for name in ("digests", "pydantic validations", "deep copies"):
+    for name in ("digests", "pydantic validations", "JSON copies", "deep copies"):
         print(f"  {name:<20} {census.calls[name]:>4}")
     print(f"  durable commits      {commits:>4}  ({parts})")
     print(

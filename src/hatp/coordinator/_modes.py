@@ -24,7 +24,7 @@ from hatp.coordinator._gateway import ApprovalRequest, Gateway
 from hatp.coordinator._txn import TxnRun
 from hatp.coordinator._vetting import describe, vet_estimate, vet_quote
 from hatp.errors import StaleFence
-from hatp.evidence import Keyring
+from hatp.evidence import Keyring, json_number
 from hatp.model import Branch, ChainEstimate, Mode, Quote, Tier
 from hatp.participant import Participant
 
@@ -81,7 +81,7 @@ class ModeChooser:
             "quotes": [],
             "worstSeconds": None,
             "shortestHoldSeconds": None,
-            "commitSeconds": self._allowance,
+            "commitSeconds": json_number(self._allowance),
             "basis": None,
         }
         if requested is Mode.AUTO and not holds:
@@ -106,8 +106,8 @@ class ModeChooser:
         body.update(
             chosen=chosen.value,
             estimates=[e.to_wire() for e in estimates],
-            worstSeconds=worst,
-            shortestHoldSeconds=shortest,
+            worstSeconds=json_number(worst),
+            shortestHoldSeconds=json_number(shortest),
             basis=basis,
         )
         return ModeChoice(chosen, body, quotes), ""

@@ -6,7 +6,7 @@ auditor needs nothing else to check a record offline.
 """
 
 from hatp.evidence._calls import call_digest, tool_digest
-from hatp.evidence._canonical import canonicalize
+from hatp.evidence._canonical import canonicalize, copy_json, json_number
 from hatp.evidence._digest import digest, digest_bytes, is_digest
 from hatp.evidence._keys import Keyring, PublicKey, SigningKey, card_keyring
 from hatp.evidence._passkey import (
@@ -43,9 +43,11 @@ __all__ = [
     "canonicalize",
     "card_keyring",
     "client_challenge",
+    "copy_json",
     "digest",
     "digest_bytes",
     "is_digest",
+    "json_number",
     "load_record",
     "origin_fits",
     "page_origins",

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping
 from typing import Any
 
 from hatp.clock import Clock, format_time
 from hatp.errors import RecordInvalid
+from hatp.evidence._canonical import copy_json
 from hatp.evidence._digest import digest
 from hatp.evidence._keys import SigningKey
 from hatp.evidence._signing import sign
@@ -42,7 +42,7 @@ class RecordWriter:
         """
         writer = cls(str(record["recordId"]), clock)
         for event in record["events"]:
-            writer._accept(copy.deepcopy(dict(event)))
+            writer._accept(copy_json(dict(event)))
         return writer
 
     @property
@@ -57,7 +57,7 @@ class RecordWriter:
 
     def events(self) -> list[dict[str, Any]]:
         """Return a deep copy of the events so far."""
-        return copy.deepcopy(self._events)
+        return copy_json(self._events)
 
     def events_since(self, start: int) -> list[dict[str, Any]]:
         """Return a deep copy of the events from ``seq`` ``start`` on (every event for 0).
@@ -70,7 +70,7 @@ class RecordWriter:
         """
         if not 0 <= start <= len(self._events):
             raise ValueError(f"start must be from 0 to {len(self._events)}, not {start}")
-        return copy.deepcopy(self._events[start:])
+        return copy_json(self._events[start:])
 
     def append(
         self, event_type: str, body: Mapping[str, Any], signer: SigningKey
@@ -124,7 +124,7 @@ class RecordWriter:
             raise RecordInvalid(f"cannot append {event_type!r}: {exc}") from None
         event = sign(unsigned, signer)
         self._accept(event)
-        return copy.deepcopy(event)
+        return copy_json(event)
 
     def _accept(self, event: dict[str, Any]) -> None:
         self._events.append(event)

@@ -8,13 +8,12 @@ so a changed card is never taken for the verified one.
 
 from __future__ import annotations
 
-import copy
 from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 from hatp.directory import verify_card
-from hatp.evidence import Keyring, card_keyring
+from hatp.evidence import Keyring, card_keyring, copy_json
 from hatp.model import HumanCard
 
 __all__ = ["VerifiedCard", "VerifiedCards"]
@@ -53,7 +52,7 @@ class VerifiedCards:
             return seen[1]
         card = VerifiedCard.of(verify_card(doc, self._directories))
         if key is not None:
-            self._seen[key] = (copy.deepcopy(dict(doc)), card)
+            self._seen[key] = (copy_json(dict(doc)), card)
             if len(self._seen) > self._size:
                 self._seen.popitem(last=False)
         return card

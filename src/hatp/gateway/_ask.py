@@ -17,7 +17,6 @@ CallApproval instead of an Approval.
 
 from __future__ import annotations
 
-import copy
 import secrets
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -26,7 +25,7 @@ from typing import Any
 
 from hatp.clock import format_time, parse_time
 from hatp.directory import CardSource, Resolution, resolve
-from hatp.evidence import SigningKey, sign
+from hatp.evidence import SigningKey, copy_json, sign
 from hatp.gateway._routing import excluded_human, resign_routing, resolve_question
 from hatp.model import Approval, CallApproval, HumanCard, HumanResult, RoutedHuman
 from hatp.version import PROTOCOL_VERSION
@@ -86,7 +85,7 @@ class AskDoc:
     """A working copy of one ask's state document, and the rules that change it."""
 
     def __init__(self, doc: dict[str, Any], ctx: Context) -> None:
-        self.doc = copy.deepcopy(doc)
+        self.doc = copy_json(doc)
         self.ctx = ctx
         self.effects = Effects()
 

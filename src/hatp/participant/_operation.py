@@ -17,7 +17,7 @@ from typing import Any
 from sqlalchemy import Connection
 
 from hatp.errors import InvalidJson
-from hatp.evidence import canonicalize
+from hatp.evidence import canonicalize, json_number
 from hatp.model import Amount, Branch, Plan, Preconditions, Tier
 
 __all__ = ["Committed", "Operation", "Prepared", "Quoted", "Refuse", "Work"]
@@ -206,7 +206,9 @@ def prepared_to_json(prepared: Prepared) -> dict[str, Any]:
         "preconditions": None
         if prepared.preconditions is None
         else prepared.preconditions.to_wire(),
-        "leaseSeconds": prepared.lease_seconds,
+        "leaseSeconds": None
+        if prepared.lease_seconds is None
+        else json_number(prepared.lease_seconds),
         "data": prepared.data,
     }
 

@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Any, Literal
 
 from hatp.clock import format_time
-from hatp.evidence import SigningKey, sign
+from hatp.evidence import SigningKey, json_number, sign
 from hatp.model import (
     Amount,
     BranchState,
@@ -95,8 +95,8 @@ class Signer:
             "tier": tier.value,
             "cost": None if cost is None else cost.to_wire(),
             "validUntil": _time(valid_until),
-            "leaseSeconds": lease_seconds,
-            "holdSeconds": hold_seconds,
+            "leaseSeconds": None if lease_seconds is None else json_number(lease_seconds),
+            "holdSeconds": None if hold_seconds is None else json_number(hold_seconds),
             "time": format_time(self.now),
         }
         signed = sign(body, self.key)
