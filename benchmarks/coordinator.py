@@ -121,7 +121,8 @@ class Census:
     verifies: list[tuple[str, bytes]] = field(default_factory=list)
     canonical_by: Counter[str] = field(default_factory=Counter)  # by calling function
     calls: Counter[str] = field(default_factory=Counter)
-    commits: Counter[str] = field(default_factory=Counter)  # by store owner
+    commits: Counter[str] = field(default_factory=Counter)  # that wrote, by store owner
+    reads: int = 0  # transactions that wrote nothing (their commit flushes nothing)
     statements: Counter[str] = field(default_factory=Counter)
     record: dict[str, Any] = field(default_factory=dict)
 
@@ -166,13 +167,24 @@ def take_census(rig: Rig) -> Census:
     owners = {store.url: owner for owner, store in rig.stores.items()}
 
     def on_commit(conn: sa.Connection) -> None:
-        census.commits[owners.get(_url(conn.engine), "other")] += 1
+        with lock:
+            if conn.info.pop(_WROTE, False):
+                census.commits[owners.get(_url(conn.engine), "other")] += 1
+            else:
+                census.reads += 1
 
-    def on_statement(conn: sa.Connection, *_: Any) -> None:
-        census.statements[owners.get(_url(conn.engine), "other")] += 1
+    def on_statement(conn: sa.Connection, _cursor: Any, statement: str, *_: Any) -> None:
+        with lock:
+            census.statements[owners.get(_url(conn.engine), "other")] += 1
+        if statement.lstrip()[:6].upper() in _WRITES:
+            conn.info[_WROTE] = True
+
+    def on_rollback(conn: sa.Connection) -> None:
+        conn.info.pop(_WROTE, None)
 
     event.listen(Engine, "commit", on_commit)
     event.listen(Engine, "before_cursor_execute", on_statement)
+    event.listen(Engine, "rollback", on_rollback)
     threading.setprofile(hook)  # the event loop's worker threads start in asyncio.run
     sys.setprofile(hook)
     try:
@@ -182,8 +194,13 @@ def take_census(rig: Rig) -> Census:
         threading.setprofile(None)
         event.remove(Engine, "commit", on_commit)
         event.remove(Engine, "before_cursor_execute", on_statement)
+        event.remove(Engine, "rollback", on_rollback)
     census.record = outcome.record
     return census
+
+
+_WROTE = "hatp-bench-wrote"
+_WRITES = frozenset({"INSERT", "UPDATE", "DELETE"})
 
 
 def _url(engine: Engine) -> str:
@@ -405,7 +422,8 @@ def print_census(result: BackendResult) -> None:
     print(f"  canonicalizations    {canonical:>4}  (called from {_tally(census.canonical_by)})")
     for name in ("digests", "pydantic validations", "JSON copies", "deep copies"):
         print(f"  {name:<20} {census.calls[name]:>4}")
-    print(f"  durable commits      {commits:>4}  ({parts})")
+    print(f"  durable commits      {commits:>4}  ({parts}; transactions that wrote)")
+    print(f"  read-only commits    {census.reads:>4}  (transactions that wrote nothing)")
     print(
         f"  SQL statements       {sum(census.statements.values()):>4}  (BEGIN and COMMIT included)"
     )
