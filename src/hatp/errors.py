@@ -558,6 +558,7 @@ PASSKEY_REASONS: dict[str, str] = {
     "object, authenticator data that parses",
     "REQUIRED": "an approve vote in a group that needs a passkey carries a passkey assertion",
     "KEY_UNKNOWN": "the assertion names a passkey on the voter's card (kid and credentialId)",
+    "KEY_AMBIGUOUS": "the credential a sign-in names is on one person's card, not several",
     "NONCE": "the assertion's nonce is the one the gateway issued this person on this ask",
     "NONCE_USED": "a nonce is used once",
     "TYPE": "clientDataJSON.type is webauthn.get (webauthn.create when registering)",
@@ -1038,6 +1039,7 @@ SIGN_IN_REASONS: dict[str, str] = {
     "CHALLENGE": "the assertion signs a sign-in challenge this gateway issued, unexpired and "
     "never used before",
     "KEY_UNKNOWN": "the credential is a passkey on a card of this directory",
+    "KEY_AMBIGUOUS": PASSKEY_REASONS["KEY_AMBIGUOUS"],
     **{
         reason: PASSKEY_REASONS[reason]
         for reason in (

@@ -156,6 +156,22 @@ def test_a_card_key_with_the_same_kid_but_another_credential_is_refused_KEY_UNKN
     assert refused.reason == "KEY_UNKNOWN"
 
 
+def test_a_passkey_on_two_peoples_cards_is_refused_KEY_AMBIGUOUS() -> None:
+    """[GW-SIGN-IN] step 2: the card that holds the passkey says who signs in, so a
+    credential on the cards of two people names nobody, whichever card comes first."""
+    shared = _device("bob")
+    on_alice = {**shared.key_entry(), "kid": "human://acme.com/alice#passkey-1"}
+    cards = [
+        _card("bob", shared),
+        parse_card(sign_card(card("alice", keys=[on_alice]), DIRECTORY_KEY)),
+    ]
+
+    for order in (cards, cards[::-1]):
+        refused = _refused(shared.assertion(CHALLENGE), order)
+        assert refused.reason == "KEY_AMBIGUOUS"
+        assert "human://acme.com/alice, human://acme.com/bob" in refused.message
+
+
 SHAPES: dict[str, Callable[[dict[str, Any]], Any]] = {
     "no-id": lambda c: {k: v for k, v in c.items() if k != "id"},
     "no-response": lambda c: {k: v for k, v in c.items() if k != "response"},

@@ -304,6 +304,33 @@ def test_an_assertion_that_fails_verification_opens_no_session_and_spends_nothin
     assert _count(store, bob) == bob.sign_count
 
 
+def test_a_passkey_on_two_peoples_cards_signs_nobody_in(store: Store, clock: ManualClock) -> None:
+    """[GW-SIGN-IN] KEY_AMBIGUOUS: the directory lists bob's passkey on alice's card too, so
+    the credential says nothing about who is signing in: refused, nothing kept. With the
+    check switched off, bob's own passkey signs him in as alice (her card comes first)."""
+    shared = _device("bob")
+    on_alice = {**shared.key_entry(), "kid": "human://acme.com/alice#passkey-1"}
+    sessions = ApproverSessions(
+        directory(signed("bob", keys=[shared.key_entry()]), signed("alice", keys=[on_alice])),
+        WebBook(store),
+        PasskeyBook(store),
+        clock,
+        rp_id=RP,
+        origins=[ORIGIN],
+    )
+
+    with pytest.raises(SignInRefused) as caught:
+        sessions.sign_in(shared.assertion(_challenge(sessions)))
+    assert caught.value.reason == "KEY_AMBIGUOUS"
+    assert ALICE in caught.value.message and BOB in caught.value.message
+    assert _kept_sessions(store) == 0
+    assert _count(store, shared) == 0
+
+    with unsafe_switched_off("GW-SIGN-IN"):
+        assert sessions.sign_in(shared.assertion(_challenge(sessions))).session.human == ALICE
+    assert _kept_sessions(store) == 1
+
+
 def test_an_older_assertion_after_a_newer_one_is_refused_by_its_count(
     store: Store, sessions: ApproverSessions, bob: SoftwareAuthenticator
 ) -> None:

@@ -214,28 +214,35 @@ def verify_assertion(
 
     Raises:
         PasskeyInvalid: with ``data.reason``: ``SHAPE`` (1), ``KEY_UNKNOWN`` (2: no card
-            holds the credential), ``TYPE`` / ``CHALLENGE`` / ``ORIGIN`` (3), ``RP_ID`` /
+            holds the credential), ``KEY_AMBIGUOUS`` (2: the cards of several people
+            hold it), ``TYPE`` / ``CHALLENGE`` / ``ORIGIN`` (3), ``RP_ID`` /
             ``USER_PRESENCE`` / ``USER_VERIFICATION`` / ``SIGN_COUNT`` / ``SIGNATURE`` (4).
     """
     # 1. The browser's answer has the form of an assertion response.
     credential_id, response = _response(credential)
-    # 2. A card holds the passkey it names (the credential id, as registered).
-    found = next(
-        (
-            (card, key)
-            for card in cards
-            for key in card.keys
-            if isinstance(key, WebAuthnKey) and key.credential_id == credential_id
-        ),
-        None,
-    )
-    if found is None:
+    # 2. Exactly one person's card holds the passkey it names (the credential id, as
+    # registered): the card says who signs in, so a credential on two cards names nobody.
+    found = [
+        (card, key)
+        for card in cards
+        for key in card.keys
+        if isinstance(key, WebAuthnKey) and key.credential_id == credential_id
+    ]
+    if not found:
         raise _invalid(
             "KEY_UNKNOWN",
             f"no card of this directory holds passkey {credential_id}: register it first",
             None,
         )
-    card, key = found
+    holders = sorted({card.id for card, _ in found})
+    if len(holders) > 1:
+        raise _invalid(
+            "KEY_AMBIGUOUS",
+            f"passkey {credential_id} is on the cards of {', '.join(holders)}: a passkey "
+            "names one person; the directory must keep it on its owner's card only",
+            None,
+        )
+    card, key = found[0]
     # 3. and 4., as for any assertion.
     count = 0 if sign_count is None else sign_count(card.id, credential_id)
     return card, _verified(key, response, challenge, "this sign-in's", origins, count)

@@ -133,7 +133,8 @@ class ApproverSessions:
 
         Raises:
             SignInRefused: ``data.reason``: ``SHAPE``, ``KEY_UNKNOWN`` (no card holds
-                the credential), ``TYPE``, ``ORIGIN``, ``RP_ID``, ``USER_PRESENCE``,
+                the credential), ``KEY_AMBIGUOUS`` (several people's cards do), ``TYPE``,
+                ``ORIGIN``, ``RP_ID``, ``USER_PRESENCE``,
                 ``USER_VERIFICATION``, ``SIGN_COUNT``, ``SIGNATURE`` ([GW-SIGN-IN]), or
                 ``CHALLENGE`` (not one issued here, expired, or used:
                 [GW-SIGN-IN-CHALLENGE]); no session was opened.
