@@ -529,3 +529,30 @@ def test_a_planted_enrolment_is_refused_by_its_check_alone(
         card = PLANTED[case](_enrolment(found, store, clock))
     assert card.id == ALICE
     assert [kid for kid, _ in _passkeys(found.card(ALICE))] == [f"{ALICE}#passkey-1"]
+
+
+def test_two_holders_of_one_directory_file_register_passkeys_and_keep_both(
+    store: Store, clock: ManualClock, tmp_path: Path
+) -> None:
+    """[DIR-ENROL] two processes' worth of enrolment (two directories loaded from one file,
+    as two workers of one ``hatp serve`` hold them), one invitation each for bob: both
+    passkeys are on his card, in the file and in both holders; neither needs `saved`."""
+    file = tmp_path / "directory.json"
+    _people().save(file)
+    first, second = Directory.load(file, keyring()), Directory.load(file, keyring())
+    one, other = _enrolment(first, store, clock), _enrolment(second, store, clock)
+    phone, laptop = _device("bob-phone"), _device("bob-laptop")
+    phone_token, laptop_token = one.invite(BOB), other.invite(BOB)
+    phone_made = phone.register(_challenge(one, phone_token))
+    laptop_made = laptop.register(_challenge(other, laptop_token))
+
+    one.register(phone_token, phone_made)
+    card = other.register(laptop_token, laptop_made)
+
+    expected = [
+        (f"{BOB}#passkey-1", phone.credential_id),
+        (f"{BOB}#passkey-2", laptop.credential_id),
+    ]
+    assert _passkeys(card) == expected
+    assert _passkeys(Directory.load(file, keyring()).card(BOB)) == expected
+    assert _passkeys(first.card(BOB)) == _passkeys(second.card(BOB)) == expected

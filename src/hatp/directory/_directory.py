@@ -3,13 +3,22 @@
 Routing reads cards through :class:`CardSource`, a one-method protocol, so a
 store-backed directory can replace the file-backed one without touching
 :func:`resolve`.
+
+A directory loaded from a file follows the file: several processes (the
+workers of one ``hatp serve``, a ``hatp invite`` beside them) each hold one,
+and a card one of them changes is read by the others at their next look.
+Changes go through :meth:`Directory.editing`, which holds the file's lock,
+so two processes registering passkeys at once keep both.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
-from collections.abc import Iterable, Mapping, Sequence
+import threading
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from decimal import Decimal
 from pathlib import Path
 from typing import Any, Protocol
@@ -80,33 +89,14 @@ class Directory:
                 name it), is from another issuer, or two cards share an id.
         """
         self.issuer = issuer
-        self._cards: dict[str, tuple[HumanCard, dict[str, Any]]] = {}
-        for index, doc in enumerate(signed_cards):
-            try:
-                card = verify_card(doc, keyring)
-            except CardInvalid as exc:
-                raise CardInvalid(
-                    f"card {index}: {exc.message}", **{**exc.data, "index": index}
-                ) from None
-            if card.issuer != issuer:
-                raise CardInvalid(
-                    f"card {index} ({card.id}) is issued by {card.issuer!r}, "
-                    f"not by this directory's {issuer!r}",
-                    reason="ISSUER",
-                    card=card.id,
-                    index=index,
-                )
-            if card.id in self._cards:
-                raise CardInvalid(
-                    f"card {index}: two cards have id {card.id}; keep one",
-                    reason="SHAPE",
-                    card=card.id,
-                    index=index,
-                )
-            self._cards[card.id] = (card, dict(doc))
+        self._cards = _verified(issuer, signed_cards, keyring)
+        # Set by load(): the file this directory follows, and how it looked when read.
+        self._file: _File | None = None
+        self._editing = threading.RLock()
 
     def cards(self) -> list[HumanCard]:
         """Return every card, by id."""
+        self._follow()
         return [self._cards[key][0] for key in sorted(self._cards)]
 
     def card(self, card_id: str) -> HumanCard:
@@ -115,6 +105,7 @@ class Directory:
         Raises:
             KeyError: no such card.
         """
+        self._follow()
         return self._cards[card_id][0]
 
     def signed(self, card_id: str) -> dict[str, Any]:
@@ -123,10 +114,56 @@ class Directory:
         Raises:
             KeyError: no such card.
         """
+        self._follow()
         return dict(self._cards[card_id][1])
 
     def __len__(self) -> int:
+        self._follow()
         return len(self._cards)
+
+    @contextlib.contextmanager
+    def editing(self) -> Iterator[Directory]:
+        """Change cards (:meth:`replace_card`) as one edit; yield this directory.
+
+        One edit at a time in this process. For a directory loaded from a file,
+        also one at a time across processes (the file's lock, ``.<name>.lock``
+        beside it): the file is read again when the edit starts, so the edit
+        works on every change made before it, and written whole when the edit
+        ends. If the block raises, nothing is written and the file's cards are
+        read back (a directory built in memory keeps what the block changed).
+
+        Raises:
+            CardInvalid: the file can no longer be read, or holds a card that
+                does not verify (nothing was changed).
+            OSError: the file could not be written (its cards are read back).
+        """
+        with self._editing, _locked(self._file):
+            self._follow(always=True)
+            try:
+                yield self
+                if self._file is not None:
+                    self._file.stamp = _write(self._file.path, self.to_json())
+            except BaseException:
+                with contextlib.suppress(CardInvalid):  # the block's error is the one to see
+                    self._follow(always=True)
+                raise
+
+    def _follow(self, *, always: bool = False) -> None:
+        """Read the file again if it changed since it was read (``always``: anyway)."""
+        file = self._file
+        if file is None or (not always and _stamp(file.path) == file.stamp):
+            return
+        with self._editing:
+            read = Directory.load(file.path, file.keyring)
+            if read.issuer != self.issuer:
+                raise CardInvalid(
+                    f"{file.path} is now issued by {read.issuer!r}, not by this directory's "
+                    f"{self.issuer!r}: restart with the settings that name it",
+                    reason="ISSUER",
+                    card=None,
+                )
+            self._cards = read._cards
+            file.stamp = read._file.stamp if read._file is not None else file.stamp
 
     def replace_card(self, signed_card: Any, keyring: Keyring) -> HumanCard:
         """Put a new signed version of a card this directory holds in place of the old
@@ -176,6 +213,7 @@ class Directory:
 
     def to_json(self) -> dict[str, Any]:
         """Return the directory file ``{hatpVersion, issuer, cards}``, cards as signed."""
+        self._follow()
         docs = [self._cards[key][1] for key in sorted(self._cards)]
         return {"hatpVersion": PROTOCOL_VERSION, "issuer": self.issuer, "cards": docs}
 
@@ -211,6 +249,7 @@ class Directory:
             CardInvalid: unreadable, not strict JSON, not a directory file, or
                 any card refused (the whole file is refused).
         """
+        stamp = _stamp(Path(path))  # before reading: a change in between is read again later
         try:
             doc = parse_json(Path(path).read_bytes())
         except OSError as exc:
@@ -221,16 +260,102 @@ class Directory:
             raise CardInvalid(
                 f"{path} is not strict JSON: {exc.message}", reason="SHAPE", card=None
             ) from None
-        return cls.from_json(doc, keyring)
+        directory = cls.from_json(doc, keyring)
+        directory._file = _File(Path(path), keyring, stamp)
+        return directory
 
     def save(self, path: str | Path) -> None:
         """Write the directory file to ``path``, whole or not at all: it is written
-        beside it and renamed over it, so a reader never sees half a file."""
-        target = Path(path)
-        text = json.dumps(self.to_json(), indent=2, ensure_ascii=False) + "\n"
-        partial = target.with_name(f".{target.name}.{os.getpid()}.partial")
-        partial.write_text(text, encoding="utf-8")
-        os.replace(partial, target)
+        beside it and renamed over it, so a reader never sees half a file.
+
+        A directory loaded from a file writes its changes there itself
+        (:meth:`editing`); ``save`` is for one built in memory, or a copy elsewhere.
+        """
+        _write(Path(path), self.to_json())
+
+
+def _verified(
+    issuer: str, signed_cards: Iterable[Any], keyring: Keyring
+) -> dict[str, tuple[HumanCard, dict[str, Any]]]:
+    """Every card verified, by id, with the document it came from (see Directory)."""
+    cards: dict[str, tuple[HumanCard, dict[str, Any]]] = {}
+    for index, doc in enumerate(signed_cards):
+        try:
+            card = verify_card(doc, keyring)
+        except CardInvalid as exc:
+            raise CardInvalid(
+                f"card {index}: {exc.message}", **{**exc.data, "index": index}
+            ) from None
+        if card.issuer != issuer:
+            raise CardInvalid(
+                f"card {index} ({card.id}) is issued by {card.issuer!r}, "
+                f"not by this directory's {issuer!r}",
+                reason="ISSUER",
+                card=card.id,
+                index=index,
+            )
+        if card.id in cards:
+            raise CardInvalid(
+                f"card {index}: two cards have id {card.id}; keep one",
+                reason="SHAPE",
+                card=card.id,
+                index=index,
+            )
+        cards[card.id] = (card, dict(doc))
+    return cards
+
+
+class _File:
+    """The file a loaded directory follows: where, whom to trust, how it looked when read."""
+
+    def __init__(self, path: Path, keyring: Keyring, stamp: tuple[int, int, int]) -> None:
+        self.path = path
+        self.keyring = keyring
+        self.stamp = stamp
+
+
+def _stamp(path: Path) -> tuple[int, int, int]:
+    """What tells one version of the file from the next: every save renames a new
+    file over it (a new inode), with its own time and, usually, size."""
+    try:
+        found = path.stat()
+    except OSError as exc:
+        raise CardInvalid(
+            f"cannot read directory {path}: {exc.strerror}", reason="SHAPE", card=None
+        ) from None
+    return found.st_ino, found.st_mtime_ns, found.st_size
+
+
+@contextlib.contextmanager
+def _locked(file: _File | None) -> Iterator[None]:
+    """Hold the directory file's lock (an flock on ``.<name>.lock`` beside it)."""
+    if file is None:
+        yield
+        return
+    lock = file.path.with_name(f".{file.path.name}.lock")
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # released when fd is closed
+        yield
+    finally:
+        os.close(fd)
+
+
+def _write(path: Path, doc: dict[str, Any]) -> tuple[int, int, int]:
+    """Write the directory file whole or not at all (written beside it, renamed over
+    it, so a reader never sees half a file); return its new stamp."""
+    text = json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
+    partial = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.partial")
+    try:
+        with open(partial, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(partial, path)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            partial.unlink()
+    return _stamp(path)
 
 
 def well_known(directory_id: str, gateway_id: str, keys: Sequence[PublicKey]) -> dict[str, Any]:

@@ -22,7 +22,6 @@ from __future__ import annotations
 import hashlib
 import json
 import secrets
-import threading
 from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
 from typing import Any
@@ -62,9 +61,11 @@ class PasskeyEnrolment:
     ``directory_key`` signs the cards again (a key ``keyring`` vouches for as
     the directory's); ``book`` keeps the invitations and challenges;
     ``rp_id`` is the relying party the passkeys are made for and ``origins``
-    the pages that may register them. ``saved(directory)`` is called after
-    each registration, to keep the directory file (it may raise: the card is
-    registered, and the error says the file was not written).
+    the pages that may register them. A directory loaded from its file
+    (:meth:`Directory.load`) writes each registration there itself, under the
+    file's lock (:meth:`Directory.editing`); for one built in memory,
+    ``saved(directory)`` is called after each registration to keep it (it may
+    raise: the card is registered, and the error says it was not kept).
     """
 
     def __init__(
@@ -93,7 +94,6 @@ class PasskeyEnrolment:
         self._origins = checked
         self._rp_name = rp_name
         self._saved = saved
-        self._registering = threading.Lock()
 
     @property
     def rp_id(self) -> str:
@@ -195,8 +195,9 @@ class PasskeyEnrolment:
                 already; nothing was registered.
             StoreUnavailable: the store failed; nothing was registered.
         """
-        # One registration at a time in this process: each reads the card it signs anew.
-        with self._registering:
+        # One registration at a time, in this process and (for a directory that follows
+        # its file) in every process: each reads the card it signs anew.
+        with self._directory.editing():
             return self._register(token, credential)
 
     def _register(self, token: str, credential: Mapping[str, Any]) -> HumanCard:

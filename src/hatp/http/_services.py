@@ -142,9 +142,7 @@ async def open_services(config: ServeConfig) -> AsyncIterator[Services]:
                     "are routed and signed, and close at their decideBy"
                 )
             else:
-                web, enrolment = open_web(
-                    gateway, channel, store, config.web, origins, keyring, config.directory
-                )
+                web, enrolment = open_web(gateway, channel, store, config.web, origins, keyring)
                 notes.append(
                     f"people: on the approver page {origins[0]}{APPROVER_PATH} (cards with "
                     "the web channel; sign in with a passkey)"
@@ -234,12 +232,11 @@ def open_web(
     settings: WebSettings,
     origins: tuple[str, ...],
     keyring: Keyring,
-    cards: DirectorySettings | None,
 ) -> tuple[WebApprovals, PasskeyEnrolment | None]:
     """The approver page's work over ``gateway`` and its web ``channel``: passkey
     sessions on the gateway's ``store``, and with ``settings.directory_key``,
-    passkeys registered from invitations onto the cards (``cards``' file rewritten
-    after each).
+    passkeys registered from invitations onto the cards (a directory loaded from
+    its file writes each registration there, under the file's lock).
 
     Raises:
         ConfigInvalid: ``web.directory_key`` cannot be read or is not the directory's
@@ -260,7 +257,6 @@ def open_web(
         return web, None
     directory_key = _key(settings.directory_key, "web.directory_key")
     _check_issuer(keyring, directory_key, directory.issuer, "web.directory_key")
-    path = None if cards is None else cards.cards
     enrolment = PasskeyEnrolment(
         directory,
         directory_key,
@@ -269,8 +265,7 @@ def open_web(
         gateway.clock,
         rp_id=settings.rp_id,
         origins=origins,
-        saved=None if path is None else (lambda d: d.save(path)),
-    )
+    )  # the directory was loaded from its file: a registration writes it there
     return web, enrolment
 
 
