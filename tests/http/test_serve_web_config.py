@@ -16,9 +16,9 @@ from hatp.cli import app as cli
 from hatp.clock import SystemClock
 from hatp.demo import GATEWAY, TripWorld, trip_plan
 from hatp.demo._people import DIRECTORY
-from hatp.directory import PasskeyEnrolment
+from hatp.directory import Directory, PasskeyEnrolment, sign_card
 from hatp.errors import ConfigInvalid
-from hatp.evidence import SigningKey, digest
+from hatp.evidence import Keyring, SigningKey, digest
 from hatp.gateway import WebApprovals
 from hatp.http import ServeConfig, Services, load_config, open_services
 from hatp.model import parse_plan
@@ -204,6 +204,26 @@ def test_key_files_that_cannot_serve_the_page_are_refused_at_start(
     assert refused.value.data["key"] == key
     assert refused.value.message.startswith(key)
     assert opened == []
+
+
+def test_a_key_for_someone_the_page_never_asks_is_refused_at_start(tmp_path: Path) -> None:
+    """[SERVE-CONFIG] web.keys holds bob's own key, but his card (signed by the directory
+    as it should be) lists no web channel: the page would never ask him, so the key is
+    refused, naming the setting and what to change."""
+    settings = _setup(
+        tmp_path, web=f'rp_id = "localhost"\nkeys = {{ "{BOB}" = "world/keys/people/bob.jwk" }}'
+    )
+    keyring = Keyring.load(tmp_path / "keyring.json")
+    directory = Directory.load(tmp_path / "directory.json", keyring)
+    body = {k: v for k, v in directory.signed(BOB).items() if k != "signature"}
+    directory_key = SigningKey.load(tmp_path / "world/keys/directory.jwk")
+    with directory.editing():
+        directory.replace_card(sign_card({**body, "channels": ["email"]}, directory_key), keyring)
+
+    with pytest.raises(ConfigInvalid) as refused:
+        _opened(load_config(settings), lambda services: asyncio.sleep(0))
+    assert refused.value.data["key"] == f"web.keys.{BOB}"
+    assert "does not list the web channel" in refused.value.message
 
 
 def test_with_a_web_table_the_gateway_serves_the_approver_page(tmp_path: Path) -> None:

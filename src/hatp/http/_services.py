@@ -45,6 +45,7 @@ from hatp.http._config import (
 )
 from hatp.http._serve import hatp_app
 from hatp.mcp import EXTENSION_ID
+from hatp.model import Channel
 from hatp.participant import Participant
 from hatp.store import AskStore, DecisionLog, PasskeyBook, Store, WebBook, open_store
 
@@ -322,7 +323,8 @@ def enrol_link(origin: str, token: str) -> str:
 
 
 def _web_channel(settings: WebSettings, directory: Directory, clock: Clock) -> WebChannel:
-    """The web channel, with the Ed25519 keys ``web.keys`` names: each one on its person's card."""
+    """The web channel, with the Ed25519 keys ``web.keys`` names: each one on its person's
+    card, and that card lists the web channel."""
     keys = {}
     for human, path in settings.keys.items():
         setting = f"web.keys.{human}"
@@ -333,6 +335,12 @@ def _web_channel(settings: WebSettings, directory: Directory, clock: Clock) -> W
             raise ConfigInvalid(
                 f"{setting}: the directory holds no card {human}", key=setting
             ) from None
+        if Channel.WEB not in card.channels:
+            raise ConfigInvalid(
+                f"{setting}: {human}'s card does not list the web channel, so the approver "
+                "page never asks them; add web to the card's channels or drop the key",
+                key=setting,
+            )
         try:
             public, _ = card_keyring(card).resolve(key.kid)
         except SignatureInvalid:
