@@ -36,6 +36,7 @@ def test_coordinator_benchmark_quick_run_prints_the_ratio_to_its_floor() -> None
     for text in ("Ed25519 signs", "ratio = ", "where the time goes"):
         assert text in out, text
     assert "floor: crypto" in out
+    assert "the protocol's own floor, for context: crypto + the 8 durable commits" in out
     # Commits that wrote are told apart from read-only ones (which flush nothing).
     counts = {
         name: int(match.group(1))
@@ -51,7 +52,12 @@ def test_gate_benchmark_quick_run_prints_its_ratios() -> None:
     out = quick_run("gate.py")
     assert "check (no store) vs 1 verify" in out
     assert any(
-        line.startswith("sqlite: check + use") and "ratio" in line for line in out.splitlines()
+        line.startswith("sqlite: check + use vs verify + insert") and "ratio" in line
+        for line in out.splitlines()
+    )
+    assert any(  # the floor the rules imply, for context
+        line.startswith("sqlite: check + use vs 2 verifies + insert") and "context" in line
+        for line in out.splitlines()
     )
     assert "postgresql:" in out
 
