@@ -66,11 +66,16 @@ def public_keyring() -> Keyring:
 
 @dataclass
 class Desk:
-    """A recording escrow desk: every case it was told to handle, in order."""
+    """A recording escrow desk: every case it was told to handle, in order. While
+    ``down`` is above 0 it cannot be reached: each call counts it down and raises."""
 
     cases: list[EscrowCase] = field(default_factory=list)
+    down: int = 0
 
     def open(self, case: EscrowCase) -> None:
+        if self.down > 0:
+            self.down -= 1
+            raise ConnectionError("the escrow desk's queue did not answer")
         self.cases.append(case)
 
 

@@ -741,6 +741,34 @@ def test_human_escrow_recovery_escalates_once_and_a_person_restores_it(
     assert sor.recover(doc["leaseId"]).receipt == restored.receipt
 
 
+def test_an_escrowed_case_the_desk_did_not_take_is_told_by_the_next_recover(
+    sor: SystemOfRecord, desk: Desk, store: Store, clock: ManualClock
+) -> None:
+    """[SOR-RECOVER] the escalation is stored before the desk is told; a desk that did not
+    answer (or a process that died before telling it) is told by the next recover, from
+    this process or another, and once it took the case nobody is told again."""
+    doc = grant(sor, RecoveryMode.HUMAN_ESCROW)
+    sor.apply(doc, resource=RESOURCE, mutation=CLOSE)
+    desk.down = 2
+
+    with pytest.raises(ConnectionError):
+        sor.recover(doc["leaseId"])
+    assert sor.lease(doc["leaseId"]).status is LeaseStatus.ESCROWED  # stored all the same
+    with pytest.raises(ConnectionError):
+        sor.recover(doc["leaseId"])
+    assert desk.cases == []
+
+    again = sor.recover(doc["leaseId"])
+    assert again.replayed and again.case is not None
+    assert desk.cases == [again.case]
+
+    elsewhere = Desk()
+    other = ticket_system(store, KEY, clock, escrow=elsewhere)  # another process's view
+    assert other.recover(doc["leaseId"]).case == again.case
+    assert sor.recover(doc["leaseId"]).case == again.case
+    assert (desk.cases, elsewhere.cases) == ([again.case], []), "told once it was taken"
+
+
 def test_a_person_who_restored_it_in_the_tickets_own_tool_records_it(
     sor: SystemOfRecord,
 ) -> None:

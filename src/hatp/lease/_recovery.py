@@ -43,10 +43,12 @@ class EscrowCase:
 
 class Escrow(Protocol):
     """Where a system of record sends a HUMAN_ESCROW recovery (a ticket queue, a
-    Human Gateway question, a pager). Called after the escalation is stored."""
+    Human Gateway question, a pager). Called after the escalation is stored, and
+    again by each later ``recover`` of the lease until a call returns: a case is
+    told at least once, and may be told twice (key what it opens by ``lease_id``)."""
 
     def open(self, case: EscrowCase) -> None:
-        """Tell the people at ``case.address`` what to restore."""
+        """Tell the people at ``case.address`` what to restore; raise if they were not told."""
         ...
 
 

@@ -59,6 +59,7 @@ from hatp.lease._model import (
 from hatp.lease._receipts import signed_receipt
 from hatp.lease._recovery import (
     Escrow,
+    EscrowCase,
     Recovered,
     case_of,
     leased,
@@ -380,17 +381,30 @@ class SystemOfRecord:
         """
         with self.store.transaction() as conn:
             row = self._known_txn(conn, lease_id)
-            before = recovered_before(row)
-            if before is not None:
-                return before
-            if row.status is LeaseStatus.GRANTED:
-                recovered = self._settle_txn(conn, row, RecoveryOutcome.VOIDED, None, None)
-            else:
-                recovered = self._undo_txn(conn, row)
-        if recovered.case is not None and self._escrow is not None:
-            self._escrow.open(recovered.case)
-        fault_point("lease.recovered")
+            recovered = recovered_before(row)
+            if recovered is None:
+                if row.status is LeaseStatus.GRANTED:
+                    recovered = self._settle_txn(conn, row, RecoveryOutcome.VOIDED, None, None)
+                else:
+                    recovered = self._undo_txn(conn, row)
+        if recovered.case is not None:
+            self._tell_escrow(recovered.case)
+        if not recovered.replayed:
+            fault_point("lease.recovered")
         return recovered
+
+    def _tell_escrow(self, case: EscrowCase) -> None:
+        """[SOR-RECOVER] Hand an escrowed case to the Escrow hook until it took it once.
+
+        The escalation is stored before the hook is called, so a hook that raised,
+        or a process that died in between, leaves the case untold: the next
+        ``recover`` of the lease tells it (the hook may see a case twice, never
+        zero times; once it returned, repeats tell nobody).
+        """
+        if self._escrow is None or self._book.escrow_told(case.lease_id):
+            return
+        self._escrow.open(case)
+        self._book.mark_escrow_told(case.lease_id, at=to_ms(self.clock.now()))
 
     def restore_by_hand(self, lease_id: str, state: State, *, by: str) -> Recovered:
         """Record a person's restore of an escalated HUMAN_ESCROW lease.

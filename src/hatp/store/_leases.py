@@ -8,7 +8,9 @@ the epoch it moves and the lease it spends commit together or not at all:
   compare-and-swap (:meth:`LeaseBook.advance_epoch_txn`);
 - ``hatp_lease``: each lease granted, with the pre-image it snapshotted,
   the mutation it covers and what became of it (:class:`LeaseStatus`);
-- ``hatp_lease_rejection``: every signed rejection receipt, for audit.
+- ``hatp_lease_rejection``: every signed rejection receipt, for audit;
+- ``hatp_lease_escrow_told``: the escrowed leases whose case the escrow desk
+  has been told (:meth:`LeaseBook.escrow_told`).
 
 Methods named ``*_txn`` run inside the caller's transaction (the system of
 record's, which also reads and writes its data); the others are a short
@@ -74,6 +76,15 @@ lease_rejection = sa.Table(
     sa.Column("at", sa.BigInteger, nullable=False),  # ms
     sa.Column("receipt", sa.Text, nullable=False),  # canonical JSON of the signed receipt
     sa.Index("ix_hatp_lease_rejection_resource", "resource", "seq"),
+)
+
+
+#: The HUMAN_ESCROW leases whose case the system of record's Escrow hook took.
+lease_escrow_told = sa.Table(
+    "hatp_lease_escrow_told",
+    metadata,
+    sa.Column("lease_id", sa.Text, primary_key=True),
+    sa.Column("told_at", sa.BigInteger, nullable=False),  # ms
 )
 
 
@@ -220,6 +231,22 @@ class LeaseBook:
         query = sa.select(lease).where(lease.c.resource == resource).order_by(lease.c.lease_id)
         with self._store.transaction() as conn:
             return [LeaseRow._from_row(row) for row in conn.execute(query)]
+
+    def escrow_told(self, lease_id: str) -> bool:
+        """Whether the escrow desk took this escrowed lease's case (:meth:`mark_escrow_told`)."""
+        query = sa.select(lease_escrow_told.c.lease_id).where(
+            lease_escrow_told.c.lease_id == lease_id
+        )
+        with self._store.transaction() as conn:
+            return conn.execute(query).first() is not None
+
+    def mark_escrow_told(self, lease_id: str, *, at: int) -> None:
+        """Note that the escrow desk took the case (again is harmless: the first note stays)."""
+        with self._store.transaction() as conn:
+            conn.execute(
+                insert_or_ignore(self._store.dialect, lease_escrow_told),
+                {"lease_id": lease_id, "told_at": at},
+            )
 
     def add_rejection(self, receipt: dict[str, Any], *, at: int) -> None:
         """Keep a signed rejection receipt (in a transaction of its own: the refused
