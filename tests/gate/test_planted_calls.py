@@ -311,6 +311,14 @@ CASES: dict[str, Case] = {
             )
         ),
     ),
+    "vote-on-hold-terms": Case(
+        "GATE-VOTES",
+        "VOTES",
+        "bob's vote also names hold terms: a holds-first vote of a transaction, not this call's",
+        lambda: Attempt(
+            approval(Approving(votes=[vote("bob", terms(), termsDigest="sha256:" + "0" * 64)]))
+        ),
+    ),
     "vote-signed-by-someone-else": Case(
         "GATE-VOTES", "VOTES", "bob's vote, signed with carol's key", _vote_by_another_key
     ),

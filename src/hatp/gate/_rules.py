@@ -307,13 +307,16 @@ def _check_votes(
 ) -> None:
     if not _checks.is_on("GATE-VOTES"):
         return
-    bound = {
+    bound: dict[str, str | None] = {
         "kind": "human-vote",
         "askId": approval.ask_id,
         "txnId": approval.terms.request_id,
         "planDigest": digest(doc["terms"]),  # the terms as signed (validated just before)
         "groupId": CALL_GROUP,
         "decision": "approve",
+        # A call's ask states no hold terms: a vote naming some was made for a
+        # transaction's holds-first ask (the live gateway refuses it the same way).
+        "termsDigest": None,
     }
     for human in dict.fromkeys(approval.approvers):
         problem = _vote_problem(human, approval.votes, bound, cards.get(human))
@@ -324,7 +327,7 @@ def _check_votes(
 def _vote_problem(
     human: str,
     votes: list[dict[str, Any]],
-    bound: Mapping[str, str],
+    bound: Mapping[str, str | None],
     card: VerifiedCard | None,
 ) -> str | None:
     if card is None:
