@@ -20,7 +20,7 @@ from hatp import _checks
 from hatp.errors import InvalidJson, KeyInvalid, KeyringInvalid, SignatureInvalid
 from hatp.evidence._b64 import b64url_decode, b64url_encode
 from hatp.evidence._strict_json import parse_json
-from hatp.model import HumanCard, KeyringDocument, PublicJwk
+from hatp.model import HumanCard, KeyringDocument, PublicJwk, first_error
 from hatp.model._base import KID_PATTERN
 from hatp.version import PROTOCOL_VERSION, require_supported
 
@@ -314,9 +314,8 @@ def _json_text(doc: Any) -> str:
 
 
 def _first_error(exc: ValidationError) -> str:
-    error = exc.errors()[0]
-    where = "/".join(str(p) for p in error["loc"]) or "(top)"
-    return f"{where}: {error['msg']}"
+    where, msg = first_error(exc)
+    return f"{where or '(top)'}: {msg}"
 
 
 def card_keyring(card: HumanCard) -> Keyring:

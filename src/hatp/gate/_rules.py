@@ -41,6 +41,7 @@ from hatp.model import (
     Amount,
     CallApproval,
     HumanVote,
+    first_error,
     owed,
     parse_address,
     parse_card,
@@ -147,11 +148,11 @@ def _parse(doc: Any) -> CallApproval:
     try:
         return CallApproval.model_validate(doc)
     except ValidationError as exc:
-        error = exc.errors()[0]
-        where = "/" + "/".join(str(p) for p in error["loc"])
+        path, msg = first_error(exc)
+        where = "/" + path
         approval_id = doc.get("approvalId")
         raise ApprovalInvalid(
-            f"the approval is not a CallApproval ({where}: {error['msg']}); pass the "
+            f"the approval is not a CallApproval ({where}: {msg}); pass the "
             "CallApproval the gateway signed, unchanged",
             reason="SHAPE",
             rule="GATE-SHAPE",

@@ -19,7 +19,7 @@ from pydantic import ValidationError
 
 from hatp.errors import AskInvalid
 from hatp.evidence import digest
-from hatp.model import HoldTerms
+from hatp.model import HoldTerms, first_error
 
 __all__ = ["TERMS_DIGEST", "read_hold_terms"]
 
@@ -39,10 +39,10 @@ def read_hold_terms(terms: Mapping[str, Any], plan_digest: str) -> dict[str, Any
     try:
         parsed = HoldTerms.model_validate(terms)
     except ValidationError as exc:
-        error = exc.errors()[0]
-        where = "/" + "/".join(str(p) for p in error["loc"])
+        path, msg = first_error(exc)
+        where = "/" + path
         raise AskInvalid(
-            f"the request's terms are not a HoldTerms ({where}: {error['msg']}); send the "
+            f"the request's terms are not a HoldTerms ({where}: {msg}); send the "
             "hold-terms object of the holds placed for this plan, or none",
             reason="TERMS_INVALID",
             where=where,

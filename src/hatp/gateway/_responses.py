@@ -26,7 +26,7 @@ from hatp.evidence import card_keyring, verify
 from hatp.gateway._ask import AskDoc
 from hatp.gateway._deadline import deadline
 from hatp.gateway._hold_terms import TERMS_DIGEST
-from hatp.model import HumanCard, HumanVote
+from hatp.model import HumanCard, HumanVote, first_error
 from hatp.store import AskKind, AskRow
 
 __all__ = [
@@ -133,8 +133,8 @@ def parse_vote(ask_id: str, vote: Mapping[str, Any]) -> HumanVote:
 
 def _first_error(exc: Exception) -> str:
     if isinstance(exc, ValidationError):
-        error = exc.errors()[0]
-        return f"/{'/'.join(str(p) for p in error['loc'])}: {error['msg']}"
+        path, msg = first_error(exc)
+        return f"/{path}: {msg}"
     return str(exc)
 
 

@@ -20,7 +20,7 @@ from hatp import _checks
 from hatp.errors import HatpError, PeerIncompatible
 from hatp.evidence import Keyring, PublicKey
 from hatp.mcp._wire import EXTENSION_ID
-from hatp.model import Tier, WireModel
+from hatp.model import Tier, WireModel, first_error
 from hatp.version import PROTOCOL_VERSION
 
 __all__ = ["HatpAdvert", "OperationAdvert", "Role", "check_advert", "check_server"]
@@ -82,10 +82,9 @@ def check_advert(
     except ValidationError as exc:
         if not _checks.is_on("MCP-ADVERTISED"):
             return _unchecked(server_id, role)
-        first = exc.errors()[0]
-        at = "/".join(str(part) for part in first["loc"])
+        at, msg = first_error(exc)
         raise PeerIncompatible(
-            f"{server_id}'s {EXTENSION_ID} settings are not a HatpAdvert: {at}: {first['msg']}",
+            f"{server_id}'s {EXTENSION_ID} settings are not a HatpAdvert: {at}: {msg}",
             reason="SETTINGS",
             **where,
         ) from None

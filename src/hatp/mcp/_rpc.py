@@ -23,6 +23,7 @@ from pydantic import ConfigDict, ValidationError
 from hatp._edge_params import HatpParams
 from hatp.errors import HatpError, ParticipantUnavailable, PeerIncompatible
 from hatp.mcp._wire import hatp_error, mcp_error
+from hatp.model import first_error
 
 __all__ = ["HatpParams", "method", "request"]
 
@@ -115,10 +116,10 @@ def _read(name: str, params_type: type[P], raw: _Params) -> P:
     try:
         return params_type.model_validate(raw.model_extra or {})
     except ValidationError as exc:
-        first = exc.errors()[0]
-        at = "/" + "/".join(str(part) for part in first["loc"])
+        path, msg = first_error(exc)
+        at = "/" + path
         raise PeerIncompatible(
-            f"the params of {name} do not fit: {at}: {first['msg']}",
+            f"the params of {name} do not fit: {at}: {msg}",
             reason="METHOD",
             method=name,
             where=at,

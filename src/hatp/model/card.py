@@ -25,7 +25,7 @@ from pydantic import AfterValidator, Field, StringConstraints, ValidationError, 
 from pydantic_core import PydanticCustomError
 
 from hatp.errors import AddressInvalid, CardInvalid, VersionUnsupported
-from hatp.model._base import Kid, WireModel
+from hatp.model._base import Kid, WireModel, first_error
 from hatp.model.address import Address, AddressKind, parse_address
 from hatp.model.keys import PublicJwk
 from hatp.model.plan import Amount
@@ -279,10 +279,10 @@ def _parse(model: type[_Card], doc: Mapping[str, Any]) -> _Card:
     except VersionUnsupported as exc:
         raise CardInvalid(exc.message, reason="SHAPE", card=card_id, where="/hatpVersion") from None
     except ValidationError as exc:
-        error = exc.errors()[0]
-        where = "/" + "/".join(str(p) for p in error["loc"])
+        path, msg = first_error(exc)
+        where = "/" + path
         raise CardInvalid(
-            f"card {card_id or '(no id)'}: {where}: {error['msg']}",
+            f"card {card_id or '(no id)'}: {where}: {msg}",
             reason="SHAPE",
             card=card_id,
             where=where,
