@@ -1103,3 +1103,16 @@ __all__ += [
     "OriginRefused",
     "SignInRefused",
 ]
+
+
+# --- Who calls the JSON API (docs/spec.md §25) ---
+
+
+class CallerRefused(HatpError):
+    """An agent's token was used to speak for another agent: the request names
+    ``data.named`` where the token is ``data.caller``'s (HTTP 403); nothing was done."""
+
+    code = "CALLER_REFUSED"
+
+
+__all__ += ["CallerRefused"]

@@ -1,4 +1,5 @@
-"""``hatp serve`` and ``hatp invite``: the gateway, directory, coordinator and approver page.
+"""``hatp serve``, ``hatp invite`` and ``hatp api-token``: the gateway, directory,
+coordinator and approver page, and who may call them.
 
 The command reads the settings (a TOML file, then flags over it), opens the
 roles (:func:`hatp.http.open_services`, or the demo world's with ``--demo``),
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import signal
 import socket
 import tempfile
@@ -32,6 +34,7 @@ from hatp.http import (
     demo_services,
     invite,
     load_config,
+    new_api_token,
     open_services,
     parse_only,
 )
@@ -252,3 +255,36 @@ def invite_person(
     link = invite(load_config(config), human, valid_for=timedelta(hours=hours))
     err.print(f"invitation for {human}, good for {hours:g} h and one passkey:", soft_wrap=True)
     typer.echo(link)
+
+
+@app.command(
+    "api-token",
+    epilog="Hand the token to that caller alone; the settings file keeps only its digest.",
+)
+@reports_errors
+def api_token(
+    caller: Annotated[
+        str,
+        typer.Argument(
+            help="Who will call hatp serve's JSON API with it: agent://org/name for an "
+            "agent (it then speaks only for itself), or a service's id."
+        ),
+    ],
+) -> None:
+    """Make a bearer token for a caller of hatp serve's JSON API.
+
+    Prints the token (standard output) and the line to add under [api] callers
+    in the settings file (standard error). Exit 2 for a caller id that is empty
+    or has spaces.
+    """
+    if not caller or caller != caller.strip() or " " in caller:
+        raise ConfigInvalid(f"caller {caller!r} must be an id with no spaces", key="caller")
+    token, kept = new_api_token()
+    line = f"{json.dumps(caller)} = {json.dumps(kept)}"
+    err.print(f"add under [api] callers:\n  {line}", markup=False, soft_wrap=True)
+    err.print(
+        f"and send {caller}'s requests with  Authorization: Bearer <the token below>",
+        markup=False,
+        soft_wrap=True,
+    )
+    typer.echo(token)

@@ -5,7 +5,9 @@ coordinator's JSON API (each alone or together), the well-known document,
 an OpenAPI description (:func:`openapi_document`) and the approver page
 (:func:`approver_routes`: people sign in with a passkey and answer their asks);
 :func:`load_config`, :func:`open_services` and :func:`demo_services` open what
-``hatp serve`` runs.
+``hatp serve`` runs; with :class:`ApiCallers` the API answers only its
+callers' bearer tokens, and an agent's token speaks only for that agent
+(authentication is the transport's job; every protocol rule stays in the roles).
 
 A system of record's own API takes mutations only under a lease
 (:class:`LeaseGuard`, a pure ASGI middleware) and serves its lease
@@ -20,6 +22,7 @@ record checks every lease (:class:`hatp.lease.SystemOfRecord`).
 
 from hatp.http._api import DEFAULT_MAX_BODY_BYTES
 from hatp.http._approver import APPROVER_PATH, SESSION_COOKIE, approver_routes
+from hatp.http._callers import ApiCallers, api_token_digest, new_api_token
 from hatp.http._config import (
     ROLES,
     CoordinatorSettings,
@@ -77,6 +80,7 @@ __all__ = [
     "RECEIPT_HEADER",
     "ROLES",
     "SESSION_COOKIE",
+    "ApiCallers",
     "Authenticate",
     "CoordinatorSettings",
     "DirectorySettings",
@@ -89,6 +93,7 @@ __all__ = [
     "ServeConfig",
     "Services",
     "WebSettings",
+    "api_token_digest",
     "approver_routes",
     "attach_receipt",
     "decode_header",
@@ -102,6 +107,7 @@ __all__ = [
     "invite",
     "lease_routes",
     "load_config",
+    "new_api_token",
     "open_services",
     "open_web",
     "openapi_document",

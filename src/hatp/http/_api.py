@@ -24,6 +24,7 @@ from starlette.routing import Route
 from hatp._edge_params import HatpParams
 from hatp.errors import BodyTooLarge, HatpError, InvalidJson
 from hatp.evidence import parse_json
+from hatp.http._callers import ApiCallers, NamesAgent, speaks_for
 from hatp.http._errors import error_response
 from hatp.model import first_error
 
@@ -75,6 +76,9 @@ class Operation:
     location: Callable[[Mapping[str, Any]], str] | None = None
     #: Whether ``name`` is an MCP method of the binding (else the route's own name).
     mcp: bool = True
+    #: The agent a request speaks for, from its params: an agent's token must be that
+    #: agent's ([API-CALLER]).
+    names_agent: NamesAgent | None = None
 
     @property
     def path_members(self) -> tuple[str, ...]:
@@ -125,12 +129,16 @@ class Operation:
         members.update(self.fixed)
         return _validated(self.params, members, f"{self.method} {self.path}")
 
-    def route(self, max_body_bytes: int) -> Route:
-        """The Starlette route that reads the params, calls the handler and renders."""
+    def route(self, max_body_bytes: int, callers: ApiCallers | None = None) -> Route:
+        """The Starlette route that reads the params, calls the handler and renders;
+        with ``callers``, only for a request whose bearer token names one of them."""
 
         async def endpoint(request: Request) -> Response:
             try:
+                caller = None if callers is None else callers.caller(request)
                 params = await self.read(request, max_body_bytes)
+                if caller is not None and self.names_agent is not None:
+                    speaks_for(caller, self.names_agent(params))
                 answer = dict(await self.handler(params))
             except HatpError as error:
                 return error_response(error)
@@ -141,9 +149,11 @@ class Operation:
         return Route(self.path, endpoint, methods=[self.method], name=name)
 
 
-def routes(operations: Sequence[Operation], max_body_bytes: int) -> list[Route]:
-    """The Starlette routes of ``operations``."""
-    return [op.route(max_body_bytes) for op in operations]
+def routes(
+    operations: Sequence[Operation], max_body_bytes: int, callers: ApiCallers | None = None
+) -> list[Route]:
+    """The Starlette routes of ``operations`` (with ``callers``: for them alone)."""
+    return [op.route(max_body_bytes, callers) for op in operations]
 
 
 async def read_body(request: Request, limit: int) -> bytes:

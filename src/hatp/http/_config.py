@@ -36,6 +36,9 @@ A file looks like this (paths are relative to the file)::
     session_hours = 8
     directory_key = "keys/directory.jwk" # registers passkeys from invitations
     keys = { "human://acme.com/bob" = "keys/people/bob.jwk" }   # optional
+
+    [api]                                # the JSON API only with a caller's token
+    callers = { "agent://acme.com/travel-bot" = "sha256:…" }   # from `hatp api-token`
 """
 
 from __future__ import annotations
@@ -51,6 +54,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from hatp.errors import ConfigInvalid
 from hatp.evidence import origin_fits
 from hatp.http._api import DEFAULT_MAX_BODY_BYTES
+from hatp.http._callers import ApiCallers
 
 __all__ = [
     "ROLES",
@@ -110,12 +114,17 @@ class _Web(_Section):
     keys: dict[str, str] = Field(default_factory=dict)
 
 
+class _Api(_Section):
+    callers: dict[str, str]  # ApiCallers says what is wrong with them
+
+
 class _File(_Section):
     server: _Server = Field(default_factory=_Server)
     gateway: _Gateway | None = None
     directory: _Directory | None = None
     coordinator: _Coordinator | None = None
     web: _Web | None = None
+    api: _Api | None = None
 
 
 @dataclass(frozen=True)
@@ -182,6 +191,9 @@ class ServeConfig:
     directory: DirectorySettings | None = None
     coordinator: CoordinatorSettings | None = None
     web: WebSettings | None = None
+    #: ``[api] callers``: who may call the JSON API, by the digest of their token
+    #: (``None``: the API is open, for a deployment that authenticates in front of it).
+    callers: ApiCallers | None = None
 
     @property
     def served(self) -> tuple[Role, ...]:
@@ -296,8 +308,17 @@ def parse_config(doc: Mapping[str, Any], base: Path, *, source: str = "config") 
             {human: base / path for human, path in read.web.keys.items()},
         ),
     )
+    if read.api is not None:
+        config = replace(config, callers=_callers(read.api.callers))
     _check(config)
     return config
+
+
+def _callers(digests: Mapping[str, str]) -> ApiCallers:
+    try:
+        return ApiCallers(digests)
+    except ValueError as exc:
+        raise _bad("api.callers", str(exc)) from None
 
 
 def _check(config: ServeConfig) -> None:

@@ -29,6 +29,7 @@ from hatp._edge_params import (
 )
 from hatp.coordinator import Coordinator, Outcome
 from hatp.http._api import Operation
+from hatp.http._callers import member
 
 __all__ = ["CoordinatorApi"]
 
@@ -58,6 +59,7 @@ class CoordinatorApi:
                 TxnStateAnswer,
                 ("PLAN_INVALID", "VERSION_UNSUPPORTED", "OUTCOME_CONFLICT", "STORE_UNAVAILABLE"),
                 status=201,
+                names_agent=lambda p: member(p, "plan", "initiator"),
                 location=lambda answer: f"{txns}/{quote(str(answer['txnId']), safe='')}",
             ),
             Operation(

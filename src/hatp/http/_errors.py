@@ -84,6 +84,7 @@ HTTP_STATUS: dict[tuple[str, str | None], int] = {
     ("SIGN_IN_REFUSED", None): 401,
     ("INVITE_INVALID", None): 403,
     ("ORIGIN_REFUSED", None): 403,
+    ("CALLER_REFUSED", None): 403,
 }
 
 

@@ -26,6 +26,7 @@ from hatp._edge_params import (
 from hatp.clock import parse_time
 from hatp.gateway import HumanGateway
 from hatp.http._api import Carrying, Operation
+from hatp.http._callers import member
 from hatp.model import Answer, Approval, CallApproval, ChainEstimate, PendingVote
 
 __all__ = ["gateway_operations"]
@@ -79,6 +80,7 @@ def gateway_operations(gateway: HumanGateway, prefix: str = "/gateway") -> list[
             ask,
             decision,
             ("ASK_INVALID", *_ROUTING, "STORE_UNAVAILABLE"),
+            names_agent=lambda p: member(p, "plan", "initiator"),
         ),
         Operation(
             "GET",
@@ -120,6 +122,7 @@ def gateway_operations(gateway: HumanGateway, prefix: str = "/gateway") -> list[
             estimate,
             Carrying("estimate", (ChainEstimate,)),
             ("ASK_INVALID", *_ROUTING),
+            names_agent=lambda p: member(p, "plan", "initiator"),
         ),
         Operation(
             "POST",
@@ -130,6 +133,7 @@ def gateway_operations(gateway: HumanGateway, prefix: str = "/gateway") -> list[
             question,
             answer,
             ("QUESTION_INVALID", "ADDRESS_INVALID", "ASK_WITHDRAWN", "STORE_UNAVAILABLE"),
+            names_agent=lambda p: member(p, "question", "asker"),
         ),
         Operation(
             "GET",
@@ -152,6 +156,7 @@ def gateway_operations(gateway: HumanGateway, prefix: str = "/gateway") -> list[
             call,
             call_decision,
             ("CALL_INVALID", "VERSION_UNSUPPORTED", "STORE_UNAVAILABLE"),
+            names_agent=lambda p: member(p, "request", "requester"),
         ),
         Operation(
             "GET",

@@ -78,9 +78,14 @@ class IndexAnswer(WireModel):
 
 
 def openapi_document(
-    operations: Sequence[Operation], *, title: str = "hatp", well_known: bool = False
+    operations: Sequence[Operation],
+    *,
+    title: str = "hatp",
+    well_known: bool = False,
+    bearer: bool = False,
 ) -> dict[str, Any]:
-    """Return the OpenAPI 3.1 document of ``operations`` (and of the well-known route)."""
+    """Return the OpenAPI 3.1 document of ``operations`` (and of the well-known route);
+    ``bearer``: every operation needs a caller's bearer token (``[api] callers``)."""
     models = _models(operations)
     _, defs = models_json_schema(
         [(m, "validation") for m in models], by_alias=True, ref_template=_REF
@@ -91,7 +96,9 @@ def openapi_document(
             _retype(schemas[owner]["properties"], member, _ref(model))
     paths: dict[str, Any] = {}
     for op in operations:
-        paths.setdefault(_openapi_path(op.path), {})[op.method.lower()] = _operation(op, schemas)
+        paths.setdefault(_openapi_path(op.path), {})[op.method.lower()] = _operation(
+            op, schemas, bearer
+        )
     if well_known:
         paths[WELL_KNOWN_PATH] = {
             "get": _plain(
@@ -114,8 +121,20 @@ def openapi_document(
             "ErrorBody with the status of its code.",
         },
         "paths": paths,
-        "components": {"schemas": schemas},
+        "components": {"schemas": schemas, **(_BEARER_SCHEME if bearer else {})},
     }
+
+
+#: The bearer token of ``[api] callers`` (docs/spec.md §25), as OpenAPI names it.
+_BEARER_SCHEME = {
+    "securitySchemes": {
+        "callerToken": {
+            "type": "http",
+            "scheme": "bearer",
+            "description": "a caller's token, made by `hatp api-token CALLER`",
+        }
+    }
+}
 
 
 def _models(operations: Iterable[Operation]) -> list[type[BaseModel]]:
@@ -130,7 +149,7 @@ def _models(operations: Iterable[Operation]) -> list[type[BaseModel]]:
     return [found[name] for name in sorted(found)]
 
 
-def _operation(op: Operation, schemas: dict[str, Any]) -> dict[str, Any]:
+def _operation(op: Operation, schemas: dict[str, Any], bearer: bool) -> dict[str, Any]:
     params = schemas[op.params.__name__]
     properties: dict[str, Any] = params.get("properties", {})
     required = set(params.get("required", []))
@@ -155,8 +174,10 @@ def _operation(op: Operation, schemas: dict[str, Any]) -> dict[str, Any]:
         "description": description + ".",
         "tags": [op.path.strip("/").split("/")[0]],
         "parameters": parameters,
-        "responses": _responses(op),
+        "responses": _responses(op, bearer),
     }
+    if bearer:
+        doc["security"] = [{"callerToken": []}]
     if op.method == "POST":
         body = {
             "type": "object",
@@ -171,7 +192,7 @@ def _operation(op: Operation, schemas: dict[str, Any]) -> dict[str, Any]:
     return doc
 
 
-def _responses(op: Operation) -> dict[str, Any]:
+def _responses(op: Operation, bearer: bool) -> dict[str, Any]:
     answers: dict[str, Any] = {
         str(op.status): {
             "description": "the answer" + (" (Location: the transaction)" if op.location else ""),
@@ -179,6 +200,8 @@ def _responses(op: Operation) -> dict[str, Any]:
         }
     }
     codes = ["INVALID_JSON", *(("BODY_TOO_LARGE",) if op.method == "POST" else ()), *op.refusals]
+    if bearer:
+        codes += ["UNAUTHENTICATED", *(("CALLER_REFUSED",) if op.names_agent else ())]
     by_status: dict[int, list[str]] = {}
     for code in codes:
         for status in _statuses(code):

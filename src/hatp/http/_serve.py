@@ -22,6 +22,7 @@ from hatp.directory import Directory, PasskeyEnrolment
 from hatp.gateway import HumanGateway, WebApprovals
 from hatp.http._api import DEFAULT_MAX_BODY_BYTES, Operation, routes
 from hatp.http._approver import APPROVER_PATH, approver_routes
+from hatp.http._callers import ApiCallers
 from hatp.http._coordinator_api import CoordinatorApi
 from hatp.http._directory_api import directory_operations, well_known_route
 from hatp.http._gateway_api import gateway_operations
@@ -42,6 +43,7 @@ def hatp_app(
     enrolment: PasskeyEnrolment | None = None,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     title: str = "hatp",
+    callers: ApiCallers | None = None,
 ) -> Starlette:
     """Return the app serving the JSON API of each role given.
 
@@ -57,6 +59,11 @@ def hatp_app(
     - ``web``: the approver page at ``/approve`` (sign in with a passkey, answer
       asks); with ``enrolment``, people register passkeys there from invitations.
       The gateway must be ``web.gateway``.
+
+    With ``callers``, every request to the JSON API carries a bearer token of one of
+    them (401 ``UNAUTHENTICATED`` otherwise), and an agent's token speaks only for that
+    agent (403 ``CALLER_REFUSED``); the index, the OpenAPI document, the well-known
+    document and the approver page (its own sessions) stay open.
 
     A request body larger than ``max_body_bytes`` is refused 413 ``BODY_TOO_LARGE``.
     ``app.state.hatp_operations`` lists the operations served (what the OpenAPI
@@ -83,7 +90,9 @@ def hatp_app(
     if coordinator_api is not None:
         operations += coordinator_api.operations()
         served.append("coordinator")
-    document = openapi_document(operations, title=title, well_known=well_known is not None)
+    document = openapi_document(
+        operations, title=title, well_known=well_known is not None, bearer=callers is not None
+    )
     index = {
         "service": title,
         "hatpVersion": PROTOCOL_VERSION,
@@ -119,7 +128,8 @@ def hatp_app(
             if gateway is not None:
                 await gateway.stop()
 
-    app = Starlette(routes=[*extra, *pages, *routes(operations, max_body_bytes)], lifespan=lifespan)
+    api = routes(operations, max_body_bytes, callers)
+    app = Starlette(routes=[*extra, *pages, *api], lifespan=lifespan)
     app.state.hatp_operations = operations
     app.state.hatp_coordinator = coordinator_api
     return app

@@ -35,6 +35,7 @@ from hatp.evidence import Keyring, PublicKey, SigningKey, card_keyring
 from hatp.gateway import ApproverSessions, HumanGateway, WebApprovals, WebChannel
 from hatp.http._api import DEFAULT_MAX_BODY_BYTES
 from hatp.http._approver import APPROVER_PATH
+from hatp.http._callers import ApiCallers
 from hatp.http._config import (
     ROLES,
     CoordinatorSettings,
@@ -73,6 +74,8 @@ class Services:
     web: WebApprovals | None = None
     #: Registering passkeys from invitations (``web.directory_key``).
     enrolment: PasskeyEnrolment | None = None
+    #: Who may call the JSON API (``[api] callers``); ``None``: anyone who reaches it.
+    callers: ApiCallers | None = None
 
     def app(self) -> Starlette:
         """The app serving the roles in :attr:`served` (the approver page with the gateway)."""
@@ -86,6 +89,7 @@ class Services:
             web=self.web if with_gateway else None,
             enrolment=self.enrolment if with_gateway else None,
             max_body_bytes=self.max_body_bytes,
+            callers=self.callers,
         )
 
 
@@ -158,6 +162,13 @@ async def open_services(config: ServeConfig) -> AsyncIterator[Services]:
         if gateway is not None:
             gateway.start()
             stack.push_async_callback(gateway.stop)
+        if config.callers is None:
+            notes.append(
+                "api: open to whoever reaches it (add [api] callers, from hatp api-token, "
+                "or authenticate in front of it)"
+            )
+        else:
+            notes.append(f"api: bearer tokens of {', '.join(config.callers.callers)}")
         yield Services(
             config.served,
             gateway,
@@ -168,6 +179,7 @@ async def open_services(config: ServeConfig) -> AsyncIterator[Services]:
             notes,
             web=web,
             enrolment=enrolment,
+            callers=config.callers,
         )
 
 
