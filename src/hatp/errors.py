@@ -68,7 +68,8 @@ MCP JSON-RPC error.
     ├── ConfigInvalid          CONFIG_INVALID      (data.key names the setting)
     ├── SignInRefused          SIGN_IN_REFUSED     (data.reason: a key of SIGN_IN_REASONS)
     ├── InviteInvalid          INVITE_INVALID      (data.reason: a key of INVITE_REASONS)
-    └── OriginRefused          ORIGIN_REFUSED      (HTTP 403; data.origin)
+    ├── OriginRefused          ORIGIN_REFUSED      (HTTP 403; data.origin)
+    └── CallerRefused          CALLER_REFUSED      (HTTP 403; data.caller, data.named)
 """
 
 from __future__ import annotations

@@ -187,6 +187,51 @@ def test_a_form_schema_refers_only_inside_itself(schema: dict[str, Any], where: 
     assert (error.reason, error.data["where"]) == ("REF", where)
 
 
+@pytest.mark.parametrize(
+    ("schema", "where", "says"),
+    [
+        ({"properties": {"code": {"pattern": "(a)\\1"}}}, "/schema/properties/code/pattern",
+         "not a pattern RE2 takes"),
+        ({"pattern": "^(?=x)x$"}, "/schema/pattern", "not a pattern RE2 takes"),
+        ({"patternProperties": {"^x-": {"type": "string"}}}, "/schema/patternProperties",
+         "patternProperties is not taken"),
+        ({"items": {"patternProperties": {}}}, "/schema/items/patternProperties",
+         "patternProperties is not taken"),
+    ],
+)  # fmt: skip
+def test_a_form_pattern_is_one_matched_in_linear_time(
+    schema: dict[str, Any], where: str, says: str
+) -> None:
+    """[Q-SCHEMA] an agent's pattern runs on a person's answer: it must be a pattern RE2
+    takes (no backreference, no lookaround), and patternProperties (matched by
+    backtracking ``re`` inside jsonschema) is not taken."""
+    error = question_refusal(question("form", schema=schema))
+    assert (error.reason, error.data["where"]) == ("SCHEMA", where)
+    assert says in error.message
+
+
+def test_a_field_named_like_a_keyword_is_a_name_not_a_keyword() -> None:
+    """[Q-SCHEMA] under properties, "pattern" and "patternProperties" are fields' names."""
+    schema = {
+        "properties": {
+            "pattern": {"type": "string", "pattern": "^[a-z]+$"},
+            "patternProperties": {"type": "integer"},
+        }
+    }
+    check_answer(parse_question(question("form", schema=schema)), {"pattern": "abc"})
+    assert refusal("form", {"pattern": "ABC"}, schema=schema).data["where"] == "/pattern"
+
+
+def test_a_pattern_that_backtracks_for_ever_in_re_is_matched_at_once() -> None:
+    """[Q-FORM] ^(a+)+$ against 40 a's and a "!" takes about 2**40 steps in Python's re
+    (this test would not finish); RE2 answers at once, and the answer is refused."""
+    schema = {"properties": {"code": {"type": "string", "pattern": "^(a+)+$"}}}
+    error = refusal("form", {"code": "a" * 40 + "!"}, schema=schema)
+    assert (error.reason, error.data["where"]) == ("SCHEMA", "/code")
+    assert "does not match" in error.message
+    check_answer(parse_question(question("form", schema=schema)), {"code": "a" * 40})
+
+
 def test_local_refs_resolve_and_a_ref_inside_data_is_not_a_reference() -> None:
     """[Q-SCHEMA]"""
     schema = {

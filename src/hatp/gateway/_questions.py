@@ -9,18 +9,25 @@ refused with ``ANSWER_INVALID`` and never signed ([Q-SIGNED]).
 Form schemas are checked once, when the question arrives: a valid JSON
 Schema, self-contained (every ``$ref`` a JSON Pointer into the schema
 itself), so that checking an answer never fetches anything. ``format`` is
-not asserted (it is an annotation in draft 2020-12).
+not asserted (it is an annotation in draft 2020-12). A ``pattern`` is an
+agent's regular expression run on a person's answer, so it runs on RE2, in
+time linear in the answer (``google-re2``; Python's backtracking ``re`` would
+let ``^(a+)+$`` pin a CPU): it must be a pattern RE2 takes, and
+``patternProperties`` (which jsonschema matches with ``re`` wherever it looks
+for evaluated properties) is not taken in a form.
 """
 
 from __future__ import annotations
 
+import functools
 import unicodedata
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 from urllib.parse import unquote
 
-from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
+import re2  # type: ignore[import-untyped]
+from jsonschema import Draft202012Validator, validators  # type: ignore[import-untyped]
 from jsonschema.exceptions import (  # type: ignore[import-untyped]
     SchemaError,
     ValidationError,
@@ -52,6 +59,11 @@ _ALLOWED_CONTROLS = frozenset("\n\t")
 _DRAFT_2020_12 = "https://json-schema.org/draft/2020-12/schema"
 #: Members whose values are data, not subschemas: a ``$ref`` inside them is not a reference.
 _DATA_MEMBERS = frozenset({"const", "enum", "default", "examples"})
+#: Keywords whose members are names, each naming a subschema.
+_NAME_MAPS = frozenset({"properties", "$defs", "definitions", "dependentSchemas"})
+#: RE2 without its own logging: a refused pattern is the question's refusal, not a log line.
+_RE2 = re2.Options()
+_RE2.log_errors = False
 #: Validation errors of the Question model and the reason each becomes.
 _MODEL_REASONS = {"QUESTION_FIELDS": "FIELDS", "DUPLICATE": "DUPLICATE_OPTION"}
 
@@ -119,28 +131,75 @@ def _check_schema(schema: dict[str, Any]) -> None:
             reason="SCHEMA",
             where=where,
         ) from None
-    for where, member, ref in _refs(schema, "/schema"):
-        if member != "$ref" or not _resolves(schema, ref):
+    for where, member, value in _keywords(schema, "/schema"):
+        if member in ("$ref", "$dynamicRef") and isinstance(value, str):
+            if member != "$ref" or not _resolves(schema, value):
+                raise QuestionInvalid(
+                    f"{where}: {member} {_short(value)!r} is not a JSON Pointer into the "
+                    "form's own schema ('#' or '#/…'); a form schema must be self-contained",
+                    reason="REF",
+                    where=where,
+                )
+        elif member == "patternProperties":
             raise QuestionInvalid(
-                f"{where}: {member} {_short(ref)!r} is not a JSON Pointer into the form's "
-                "own schema ('#' or '#/…'); a form schema must be self-contained",
-                reason="REF",
+                f"{where}: patternProperties is not taken in a form schema; name the "
+                "form's fields in properties",
+                reason="SCHEMA",
                 where=where,
             )
+        elif member == "pattern" and isinstance(value, str):
+            try:
+                _regex(value)
+            except re2.error as exc:
+                raise QuestionInvalid(
+                    f"{where}: {_short(value)!r} is not a pattern RE2 takes ({_re2_error(exc)}); "
+                    "answers are matched in linear time, so backreferences and lookaround "
+                    "are not taken",
+                    reason="SCHEMA",
+                    where=where,
+                ) from None
 
 
-def _refs(node: Any, where: str) -> Iterator[tuple[str, str, str]]:
-    """Every ``$ref``/``$dynamicRef`` in a schema, with its place, skipping data members."""
+def _keywords(node: Any, where: str, *, names: bool = False) -> Iterator[tuple[str, str, Any]]:
+    """Every keyword of a schema and its subschemas, with its place and value; data
+    members (``const``, ``enum``…) are not schemas and are skipped, and the members of
+    ``properties``, ``$defs`` … are names, each of a subschema."""
     if isinstance(node, dict):
         for key, value in node.items():
             here = f"{where}/{_escape(key)}"
-            if key in ("$ref", "$dynamicRef") and isinstance(value, str):
-                yield here, key, value
+            if names:
+                yield from _keywords(value, here)
             elif key not in _DATA_MEMBERS:
-                yield from _refs(value, here)
+                yield here, key, value
+                yield from _keywords(value, here, names=key in _NAME_MAPS)
     elif isinstance(node, list):
         for index, item in enumerate(node):
-            yield from _refs(item, f"{where}/{index}")
+            yield from _keywords(item, f"{where}/{index}")
+
+
+@functools.lru_cache(maxsize=256)
+def _regex(pattern: str) -> Any:
+    """``pattern`` compiled by RE2 (the same few patterns come with question after question).
+
+    Raises:
+        re2.error: RE2 does not take it.
+    """
+    return re2.compile(pattern, _RE2)
+
+
+def _re2_error(exc: Exception) -> str:
+    detail = exc.args[0] if exc.args else exc
+    return detail.decode(errors="replace") if isinstance(detail, bytes) else str(detail)
+
+
+def _pattern(validator: Any, pattern: str, instance: Any, schema: Any) -> Iterator[Any]:
+    """The ``pattern`` keyword, matched by RE2 (jsonschema's own uses ``re``)."""
+    if validator.is_type(instance, "string") and _regex(pattern).search(instance) is None:
+        yield ValidationError(f"{instance!r} does not match {pattern!r}")
+
+
+#: Draft 2020-12, with ``pattern`` on RE2: what answers to forms are checked with.
+_FormValidator = validators.extend(Draft202012Validator, {"pattern": _pattern})
 
 
 def _resolves(schema: dict[str, Any], ref: str) -> bool:
@@ -217,7 +276,7 @@ def _check_choice(question: Question, value: Any) -> None:
 
 def _check_form(question: Question, value: Any) -> None:
     _require_json(question, value)
-    validator = Draft202012Validator(question.form_schema or {})
+    validator = _FormValidator(question.form_schema or {})
     try:
         error: ValidationError | None = best_match(validator.iter_errors(value))
     except Unresolvable as exc:
