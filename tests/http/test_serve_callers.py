@@ -220,6 +220,7 @@ def test_callers_that_cannot_be_served_are_refused_naming_the_setting(
 
 
 def test_hatp_api_token_prints_a_token_and_the_line_that_keeps_its_digest() -> None:
+    """[SERVE-API-TOKEN] the token on stdout, the settings line (its digest) on stderr."""
     done = CliRunner().invoke(cli, ["api-token", INITIATOR])
     assert done.exit_code == 0, done.output
     token = done.stdout.strip()
