@@ -198,8 +198,9 @@ class World:
         self.channel = MemoryChannel(channel_type, clock=self.clock, people=people or {})
         self.gateway = self.restart()
 
-    def restart(self, channel: MemoryChannel | None = None) -> HumanGateway:
-        """A new gateway process on the same store (and a fresh channel if given)."""
+    def restart(self, channel: MemoryChannel | None = None, **options: Any) -> HumanGateway:
+        """A new gateway process on the same store (and a fresh channel if given);
+        ``options`` go to :class:`HumanGateway` (``recheck_seconds``, say)."""
         self.stores.append(open_store(self.store_url))
         if channel is not None:
             self.channel = channel
@@ -212,6 +213,7 @@ class World:
             self.clock,
             initiator_principals={AGENT: PRINCIPAL},
             passkey_origins=self.passkey_origins,
+            **options,
         )
         return self.gateway
 

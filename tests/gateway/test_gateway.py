@@ -457,6 +457,40 @@ def test_two_gateways_asking_the_same_group_make_one_ask(world: World) -> None:
     run(world, body)
 
 
+@pytest.mark.parametrize("recheck", [5.0, None])
+def test_a_long_poll_sees_a_vote_another_gateway_took_at_its_next_recheck(
+    world: World, recheck: float | None
+) -> None:
+    """[GW-RECHECK] two gateway processes on one store: the vote reaches the first, while
+    the second long-polls for 10 minutes. Rechecking every 5 s, the poll answers once the
+    clock has moved 5 s; without, it waits for its own end (alice's SLA is later)."""
+
+    async def body(w: World) -> None:
+        taker = w.gateway
+        poller = w.restart(recheck_seconds=recheck)
+        pending = await poller.ask(request())
+        poll = asyncio.create_task(poller.poll(pending["askId"], wait_seconds=600))
+        await _until(lambda: w.clock.sleepers > 0)
+        await taker.submit_vote(pending["askId"], vote(w.inbox("alice")[0]))
+        await _until(lambda: w.clock.sleepers > 0)
+        assert not poll.done()  # the taker wakes only its own waiters
+        w.clock.advance(5)
+        if recheck is None:
+            await _until(lambda: w.clock.sleepers > 0)
+            assert not poll.done()
+            w.clock.advance(595)
+        await _until(poll.done)
+        assert poll.result()["decision"] == "approve"
+
+    run(world, body)
+
+
+def test_a_recheck_is_a_positive_number_of_seconds_up_to_an_hour(world: World) -> None:
+    for bad in (0.0, -1.0, 3601.0):
+        with pytest.raises(ValueError, match="recheck_seconds"):
+            world.restart(recheck_seconds=bad)
+
+
 def test_the_background_loop_escalates_when_a_sla_runs_out(store_url: str) -> None:
     """[GW-ESCALATE] the loop sleeps on the clock until the earliest SLA or deadline."""
     found = people_directory(person_card("alice"), person_card("bob"))

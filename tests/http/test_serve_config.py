@@ -52,6 +52,20 @@ def test_a_good_file_is_read_with_paths_relative_to_it(tmp_path: Path) -> None:
     assert config.directory is not None and config.directory.issuer == DIRECTORY
     assert config.coordinator is not None and config.coordinator.participants == {}
     assert config.served == ROLES
+    assert config.gateway.recheck_seconds == 2.0  # [GW-RECHECK] several processes may serve
+
+
+def test_the_gateway_a_file_opens_rechecks_its_long_polls_as_set(tmp_path: Path) -> None:
+    """[SERVE-CONFIG] [GW-RECHECK] gateway.recheck_seconds reaches the gateway served."""
+    gateway = f'id = "{GATEWAY}"\nkey = "world/keys/gateway.jwk"\nrecheck_seconds = 0.5'
+    config = load_config(_setup(tmp_path, gateway=gateway))
+
+    async def go() -> Any:
+        async with open_services(config) as services:
+            assert services.gateway is not None
+            return services.gateway.recheck_seconds
+
+    assert asyncio.run(asyncio.wait_for(go(), 30)) == 0.5
 
 
 def test_flags_override_the_file(tmp_path: Path) -> None:
@@ -78,6 +92,8 @@ def test_flags_override_the_file(tmp_path: Path) -> None:
         ({"directory": None}, "directory"),
         ({"coordinator": 'id = "c"\nkey = "k"\nparticipants = { "p" = "ftp://x" }'},
          "coordinator.participants.p"),
+        ({"gateway": f'id = "{GATEWAY}"\nkey = "k.jwk"\nrecheck_seconds = 0'},
+         "gateway.recheck_seconds"),
     ],
 )  # fmt: skip
 def test_a_bad_setting_is_refused_naming_its_key(

@@ -60,6 +60,8 @@ __all__ = ["HumanGateway"]
 
 #: How many times a change is redone on a fresh read when another gateway got there first.
 CONFLICT_RETRIES = 5
+#: The longest a long poll may go without reading its ask again, when it rechecks.
+MAX_RECHECK_SECONDS = 3600
 #: The group id a question's pending vote names.
 QUESTION_GROUP = "question"
 
@@ -80,6 +82,10 @@ class HumanGateway:
     sign with their passkeys on (``https://gateway.acme.com``); a passkey assertion
     from any other is refused ([GW-PASSKEY]). Without them, any origin that fits
     the passkey's rpId is taken (https on the rpId or a subdomain of it).
+    ``recheck_seconds``: when several gateway processes share the store, how often
+    a long poll reads its ask again, so that a vote another process took is seen
+    within that time ([GW-RECHECK]); ``None`` (one process) waits for this
+    process's own changes, the next SLA or deadline, or the poll's end.
     """
 
     def __init__(
@@ -93,7 +99,11 @@ class HumanGateway:
         *,
         initiator_principals: Mapping[str, str] | None = None,
         passkey_origins: Iterable[str] | None = None,
+        recheck_seconds: float | None = None,
     ) -> None:
+        if recheck_seconds is not None and not 0 < recheck_seconds <= MAX_RECHECK_SECONDS:
+            raise ValueError(f"recheck_seconds must be within (0, {MAX_RECHECK_SECONDS}]")
+        self._recheck = None if recheck_seconds is None else timedelta(seconds=recheck_seconds)
         self._id = gateway_id
         self._key = key
         self._directory = directory
@@ -134,6 +144,11 @@ class HumanGateway:
     def clock(self) -> Clock:
         """The clock this gateway keeps time by."""
         return self._clock
+
+    @property
+    def recheck_seconds(self) -> float | None:
+        """How often a long poll reads its ask again ([GW-RECHECK]); ``None``: never."""
+        return None if self._recheck is None else self._recheck.total_seconds()
 
     # -- the coordinator's side -----------------------------------------
 
@@ -613,6 +628,8 @@ class HumanGateway:
             if not row.is_open or self._clock.now() >= until:
                 return row
             wake = until if row.next_due is None else min(until, row.next_due)
+            if self._recheck is not None:  # [GW-RECHECK] another process may have changed it
+                wake = min(wake, self._clock.now() + self._recheck)
             await self._wait(ask_id, wake)
 
     async def _wait(self, ask_id: str, wake: datetime) -> None:

@@ -17,6 +17,7 @@ A file looks like this (paths are relative to the file)::
     [gateway]
     id = "https://gateway.acme.com"
     key = "keys/gateway.jwk"             # a private key from `hatp keys new`
+    recheck_seconds = 2                  # long polls see other processes' votes this soon
 
     [directory]
     issuer = "https://directory.acme.com"
@@ -91,6 +92,7 @@ class _Gateway(_Section):
     id: str = Field(min_length=1)
     key: str = Field(min_length=1)
     initiator_principals: dict[str, str] = Field(default_factory=dict)
+    recheck_seconds: float = Field(default=2.0, gt=0, le=3600)
 
 
 class _Directory(_Section):
@@ -129,12 +131,14 @@ class _File(_Section):
 
 @dataclass(frozen=True)
 class GatewaySettings:
-    """``[gateway]``: the gateway's id (its key's issuer), its private key file, and which
-    person each agent works for (who may not approve that agent's asks)."""
+    """``[gateway]``: the gateway's id (its key's issuer), its private key file, which
+    person each agent works for (who may not approve that agent's asks), and how often
+    a long poll reads its ask again for a vote another process took."""
 
     id: str
     key: Path
     initiator_principals: Mapping[str, str] = field(default_factory=dict)
+    recheck_seconds: float = 2.0
 
 
 @dataclass(frozen=True)
@@ -283,7 +287,10 @@ def parse_config(doc: Mapping[str, Any], base: Path, *, source: str = "config") 
         gateway=None
         if read.gateway is None
         else GatewaySettings(
-            read.gateway.id, base / read.gateway.key, read.gateway.initiator_principals
+            read.gateway.id,
+            base / read.gateway.key,
+            read.gateway.initiator_principals,
+            read.gateway.recheck_seconds,
         ),
         directory=None
         if read.directory is None

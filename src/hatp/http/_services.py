@@ -140,6 +140,7 @@ async def open_services(config: ServeConfig) -> AsyncIterator[Services]:
                 clock,
                 initiator_principals=settings.initiator_principals,
                 passkey_origins=origins,
+                recheck_seconds=settings.recheck_seconds,
             )
             if config.web is None or channel is None or origins is None or keyring is None:
                 notes.append(
