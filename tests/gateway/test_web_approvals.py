@@ -378,22 +378,57 @@ def test_a_page_waiting_on_its_person_wakes_when_their_asks_change(page: Page) -
     delivery, and otherwise returns after its wait on the gateway's clock."""
 
     async def body() -> None:
-        channel = page.web.channel
-        assert channel.channel_type == WEB
-        waiting = asyncio.create_task(channel.changed(human("alice"), 0, 30))
+        web = page.web
+        assert web.channel.channel_type == WEB
+        empty = {name: web.version(human(name)) for name in ("alice", "bob", "dana")}
+        assert len(set(empty.values())) == 1  # an empty inbox is the same for everyone
+        waiting = asyncio.create_task(web.changed(human("alice"), empty["alice"], 30))
         await asyncio.sleep(0)
-        await page.web.gateway.ask(request(plan_doc()))
+        await web.gateway.ask(request(plan_doc()))
         name, _ = page.asked()
+        moved = web.version(human(name))
+        assert moved != empty[name]
         if name == "alice":
-            assert await waiting == 1
+            assert await waiting == moved
         else:
             page.clock.advance(31)
-            assert await waiting == 0
-        assert await channel.changed(human(name), 0, 30) == channel.version(human(name)) == 1
-        idle = asyncio.create_task(channel.changed(human("dana"), 0, 5))
+            assert await waiting == empty["alice"]
+        assert await web.changed(human(name), empty[name], 30) == moved  # at once
+        idle = asyncio.create_task(web.changed(human("dana"), empty["dana"], 5))
         while page.clock.sleepers == 0:
             await asyncio.sleep(0)
         page.clock.advance(5)
-        assert await idle == 0
+        assert await idle == empty["dana"]
+
+    run(body)
+
+
+def test_a_page_served_by_one_process_sees_an_ask_another_made_at_its_recheck(
+    page: Page,
+) -> None:
+    """[WEB-INBOX] two gateway processes on one store: a page waiting in the second is
+    not woken by the first's delivery, and reads the inbox again within the recheck
+    (2 s here, no recheck being set): its version is the same in both processes."""
+
+    async def body() -> None:
+        first = page.web
+        second = page.restart()
+        people = [human(n) for n in ("alice", "bob", "dana")]
+        before = {who: second.version(who) for who in people}
+        waiting = {who: asyncio.create_task(second.changed(who, before[who], 30)) for who in people}
+        while page.clock.sleepers < len(people):
+            await asyncio.sleep(0)
+        await first.gateway.ask(request(plan_doc()))
+        asked = human(page.asked()[0])
+        assert not any(task.done() for task in waiting.values())
+        page.clock.advance(2)
+        assert await waiting[asked] == first.version(asked) != before[asked]
+        for who in people:
+            if who != asked:
+                assert not waiting[who].done()  # their inboxes did not change
+        page.clock.advance(28)
+        for who in people:
+            if who != asked:
+                assert await waiting[who] == before[who]
 
     run(body)

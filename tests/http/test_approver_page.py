@@ -17,7 +17,7 @@ import httpx2
 import pytest
 
 from hatp._checks import unsafe_switched_off
-from hatp.evidence import verify_record
+from hatp.evidence import digest, is_digest, verify_record
 from hatp.evidence._b64 import b64url_decode, b64url_encode
 from hatp.gateway import AGENT_TEXT_LABEL
 from hatp.model import Result, TxnState
@@ -178,6 +178,28 @@ def test_without_a_session_nothing_is_shown_or_done(served: WebServed) -> None:
         http.cookies.set("hatp_session", "not-a-session", domain="localhost.local")
         answer = await http.get("/approve/api/inbox")
         assert (answer.status_code, answer.json()["data"]["reason"]) == (401, "ENDED")
+
+    served.run(body)
+
+
+def test_the_inbox_version_is_the_digest_of_what_it_lists(served: WebServed) -> None:
+    """[WEB-INBOX] the version an inbox answer gives is a digest of the inbox (the same in
+    every gateway process); asked again since it, it answers when the wait ends; since
+    another, at once."""
+
+    async def body(http: httpx2.AsyncClient) -> None:
+        device = await enrol(served, http, BOB)
+        await sign_in(http, device)
+        first = (await http.get("/approve/api/inbox")).json()
+        assert is_digest(first["version"])
+        same = await http.get(
+            "/approve/api/inbox", params={"since": first["version"], "waitSeconds": 0}
+        )
+        assert same.json() == first
+        other = await http.get(
+            "/approve/api/inbox", params={"since": digest({"other": 1}), "waitSeconds": 30}
+        )
+        assert other.json() == first  # at once: the version it was asked since is not it
 
     served.run(body)
 

@@ -4,7 +4,10 @@
 nothing: a person comes to the page, and the page reads what waits on them
 from the gateway's durable asks (:func:`hatp.gateway._inbox.inbox`), so a
 restarted gateway still shows every open ask. Delivering and withdrawing
-only wake the pages waiting on that person.
+only wake the pages waiting on that person. What a page compares is the
+digest of the inbox as the store holds it (:meth:`WebApprovals.version`),
+the same in every gateway process on one store; a change another process
+made is seen at the next recheck.
 
 :class:`WebApprovals` is what the page does for the person a session names
 (:class:`~hatp.gateway.ApproverSessions`; never a name the page sends):
@@ -22,15 +25,15 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Mapping
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from webauthn import generate_authentication_options, options_to_json
 from webauthn.helpers.structs import PublicKeyCredentialDescriptor, UserVerificationRequirement
 
 from hatp._waiting import first_of
-from hatp.clock import Clock
-from hatp.evidence import SigningKey
+from hatp.clock import Clock, format_time
+from hatp.evidence import SigningKey, digest
 from hatp.evidence._b64 import b64url_decode
 from hatp.gateway._channels import Notice, Responder
 from hatp.gateway._gateway import HumanGateway
@@ -46,6 +49,8 @@ __all__ = ["WEB", "WebApprovals", "WebChannel"]
 WEB = "web"
 #: The longest a page waits for its person's asks to change, in seconds.
 MAX_WAIT_SECONDS = 30.0
+#: How often a waiting page's inbox is read again when the gateway sets no recheck.
+RECHECK_SECONDS = 2.0
 
 Decision = Literal["approve", "reject"]
 
@@ -61,7 +66,6 @@ class WebChannel:
     def __init__(self, clock: Clock, keys: Mapping[str, SigningKey] | None = None) -> None:
         self._clock = clock
         self._keys = dict(keys or {})
-        self._versions: dict[str, int] = {}
         self._changed: dict[str, asyncio.Event] = {}
 
     @property
@@ -80,22 +84,13 @@ class WebChannel:
         """The ask leaves the person's page; wake it."""
         self._bump(human)
 
-    def version(self, human: str) -> int:
-        """How many times ``human``'s asks changed since this channel started."""
-        return self._versions.get(human, 0)
-
-    async def changed(self, human: str, since: int, wait_seconds: float) -> int:
-        """Wait until ``human``'s asks change after version ``since``, or ``wait_seconds``
-        (at most :data:`MAX_WAIT_SECONDS`) pass on the clock; return the version now."""
-        if self.version(human) != since or wait_seconds <= 0:
-            return self.version(human)
+    async def wait(self, human: str, wake: datetime) -> None:
+        """Return when this process delivers or withdraws an ask of ``human``'s, or the
+        clock reaches ``wake``."""
         event = self._changed.setdefault(human, asyncio.Event())
-        wake = self._clock.now() + timedelta(seconds=min(wait_seconds, MAX_WAIT_SECONDS))
         await first_of(event.wait(), self._clock.sleep_until(wake))
-        return self.version(human)
 
     def _bump(self, human: str) -> None:
-        self._versions[human] = self.version(human) + 1
         event = self._changed.pop(human, None)
         if event is not None:
             event.set()
@@ -122,6 +117,45 @@ class WebApprovals:
             StoreUnavailable: the store failed.
         """
         return inbox(self.gateway.asks, human, WEB)
+
+    def version(self, human: str, notices: list[Notice] | None = None) -> str:
+        """The digest of ``human``'s inbox as the store holds it (``notices``: as just
+        read): it moves whenever what their page lists does, and is the same in every
+        gateway process.
+
+        Raises:
+            StoreUnavailable: the store failed.
+        """
+        shown = [
+            {
+                "askId": n.ask_id,
+                "kind": n.kind,
+                "payload": n.payload,
+                "decideBy": format_time(n.decide_by),
+                "respondBy": format_time(n.respond_by),
+            }
+            for n in (self.inbox(human) if notices is None else notices)
+        ]
+        return digest({"inbox": shown})
+
+    async def changed(self, human: str, since: str, wait_seconds: float) -> str:
+        """Wait until ``human``'s inbox is no longer the version ``since``, or
+        ``wait_seconds`` (at most :data:`MAX_WAIT_SECONDS`) pass on the clock; return
+        the version now. A change this process makes wakes the wait at once; one
+        another process made is seen at the next recheck (the gateway's
+        ``recheck_seconds``, else :data:`RECHECK_SECONDS`).
+
+        Raises:
+            StoreUnavailable: the store failed.
+        """
+        clock = self.gateway.clock
+        end = clock.now() + timedelta(seconds=min(max(wait_seconds, 0.0), MAX_WAIT_SECONDS))
+        every = timedelta(seconds=self.gateway.recheck_seconds or RECHECK_SECONDS)
+        while True:
+            current = self.version(human)
+            if current != since or clock.now() >= end:
+                return current
+            await self.channel.wait(human, min(end, clock.now() + every))
 
     def ask(self, ask_id: str, human: str) -> tuple[Notice, AskProgress]:
         """``human``'s notice of ask ``ask_id`` and how the ask stands.

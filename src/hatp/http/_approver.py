@@ -36,7 +36,7 @@ from hatp.errors import (
     OriginRefused,
     Unauthenticated,
 )
-from hatp.evidence import parse_json
+from hatp.evidence import is_digest, parse_json
 from hatp.gateway import AskProgress, WebApprovals
 from hatp.gateway._web import MAX_WAIT_SECONDS
 from hatp.http._api import DEFAULT_MAX_BODY_BYTES, read_body
@@ -212,8 +212,9 @@ class _ApproverPage:
         except Unauthenticated as exc:
             reason = exc.message if exc.data.get("reason") == "ENDED" else None
             return self.page("sign_in.html", human=None, next="", reason=reason)
-        items = [inbox_item(n) for n in self.web.inbox(human)]
-        version = self.web.channel.version(human)
+        notices = self.web.inbox(human)
+        items = [inbox_item(n) for n in notices]
+        version = self.web.version(human, notices)
         return self.page("inbox.html", human=human, items=items, version=version)
 
     async def ask(self, request: Request) -> Response:
@@ -293,14 +294,19 @@ class _ApproverPage:
                 f"the inbox takes the query members since and waitSeconds, not {unknown[0]}",
                 where=f"/{unknown[0]}",
             )
-        since = _query_number(request, "since", int)
+        since = request.query_params.get("since") or None
+        if since is not None and not is_digest(since):
+            raise InvalidJson(
+                "since is the version an inbox answer gave (sha256:…), not "
+                f"{since[:80]!r}",
+                where="/since",
+            )
         wait = _query_number(request, "waitSeconds", float) or 0.0
-        channel = self.web.channel
-        version = channel.version(human)
         if since is not None:
-            version = await channel.changed(human, int(since), min(wait, MAX_WAIT_SECONDS))
-        asks = [_camel(inbox_item(n)) for n in self.web.inbox(human)]
-        return {"version": version, "asks": asks}
+            await self.web.changed(human, since, min(wait, MAX_WAIT_SECONDS))
+        notices = self.web.inbox(human)
+        asks = [_camel(inbox_item(n)) for n in notices]
+        return {"version": self.web.version(human, notices), "asks": asks}
 
     async def vote_options(self, request: Request) -> dict[str, Any]:
         body = await self.read(request, _Decision)

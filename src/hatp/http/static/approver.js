@@ -165,10 +165,10 @@ async function enrolPage() {
 
 async function watchInbox() {
   const holder = document.getElementById("inbox");
-  let version = holder ? Number(holder.dataset.version) : null;
+  let version = holder ? holder.dataset.version : null;
   for (;;) {
     try {
-      const since = version === null ? "" : `since=${version}&`;
+      const since = version === null ? "" : `since=${encodeURIComponent(version)}&`;
       const answer = await call("GET", `inbox?${since}waitSeconds=25`);
       if (version !== null && answer.version !== version) {
         if (!responded) location.reload();
