@@ -55,7 +55,7 @@ def serve(
             "--config",
             "-c",
             help="Settings file (TOML) with \\[server], \\[gateway], \\[directory], "
-            "\\[coordinator] and \\[web] tables; see docs/spec.md §25 and §27.",
+            "\\[coordinator], \\[web] and \\[api] tables; see docs/spec.md §25 and §27.",
             show_default=False,
         ),
     ] = None,
@@ -112,9 +112,11 @@ def serve(
     One process serves each role configured (or those --only names), plus
     /.well-known/human-card.json, the OpenAPI description at /openapi.json and,
     with a \\[web] table, the approver page at /approve, where people sign in with
-    a passkey and answer their asks (invite them with `hatp invite`). Settings
-    come from --config, and the flags override them. Prints the URL on stdout
-    once listening; Ctrl-C stops it. Exit 2 when the settings are unusable.
+    a passkey and answer their asks (invite them with `hatp invite`). With an
+    \\[api] table, the JSON API answers only its callers' bearer tokens (make
+    one with `hatp api-token`). Settings come from --config, and the flags
+    override them. Prints the URL on stdout once listening; Ctrl-C stops it.
+    Exit 2 when the settings are unusable.
     """
     roles = None if only is None else parse_only(only)
     opener: Callable[[ServeConfig], contextlib.AbstractAsyncContextManager[Services]]
