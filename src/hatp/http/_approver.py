@@ -297,8 +297,7 @@ class _ApproverPage:
         since = request.query_params.get("since") or None
         if since is not None and not is_digest(since):
             raise InvalidJson(
-                "since is the version an inbox answer gave (sha256:…), not "
-                f"{since[:80]!r}",
+                f"since is the version an inbox answer gave (sha256:…), not {since[:80]!r}",
                 where="/since",
             )
         wait = _query_number(request, "waitSeconds", float) or 0.0
