@@ -88,8 +88,9 @@ def test_an_agent_begins_its_own_plan_and_not_another_agents(serve: Any) -> None
         refused = await http.post(
             "/coordinator/txns", json={"plan": served.plan("trip-a")}, headers=_as(OTHER_AGENT)
         )
+        lowercase = {"Authorization": _as(INITIATOR)["Authorization"].replace("Bearer", "bearer")}
         begun = await http.post(
-            "/coordinator/txns", json={"plan": served.plan("trip-b")}, headers=_as(INITIATOR)
+            "/coordinator/txns", json={"plan": served.plan("trip-b")}, headers=lowercase
         )
         return refused, begun
 

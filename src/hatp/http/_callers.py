@@ -30,7 +30,8 @@ __all__ = ["ApiCallers", "NamesAgent", "api_token_digest", "member", "new_api_to
 #: Random bytes in a token.
 TOKEN_BYTES = 32
 _DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
-_BEARER = re.compile(r"^Bearer ([A-Za-z0-9_\-]{16,512})$")
+#: The scheme's name is case-insensitive (RFC 9110 §11.1); the token is base64url.
+_BEARER = re.compile(r"^(?i:bearer) +([A-Za-z0-9_\-]{16,512})$")
 
 #: What agent a request speaks for, read from its params (``None``: it names none).
 NamesAgent = Callable[[HatpParams], str | None]
