@@ -1,17 +1,20 @@
-"""``hatp verify``: check a record offline against a keyring."""
+"""``hatp verify`` and ``hatp verify-call``: check a record, or a tool-call approval,
+offline against a keyring."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
 from hatp.cli._app import app, reports_errors
-from hatp.evidence import Keyring, load_record, verify_record
+from hatp.errors import ApprovalInvalid, InvalidJson
+from hatp.evidence import Keyring, load_record, parse_json, verify_record
+from hatp.gate import verify_call_approval
 from hatp.model import Result, VerificationReport
 
 _STYLE = {Result.PASS: "green", Result.FAIL: "bold red", Result.ABSENT: "yellow"}
@@ -56,3 +59,57 @@ def print_report(report: VerificationReport, console: Console) -> None:
     else:
         failed = sum(f.result is not Result.PASS for f in report.findings)
         console.print(f"[bold red]INVALID[/] {failed} finding(s) did not pass")
+
+
+@app.command("verify-call")
+@reports_errors
+def verify_call_command(
+    approval: Annotated[
+        Path, typer.Argument(help="CallApproval (JSON), as the gateway signed it.")
+    ],
+    keys: Annotated[
+        Path, typer.Option("--keys", help="Keyring (JSON) of the trusted gateways and directories.")
+    ],
+    args: Annotated[
+        Path | None,
+        typer.Option(
+            "--args", help="The call's arguments (JSON object), to check the call digest."
+        ),
+    ] = None,
+) -> None:
+    """Verify a tool-call approval offline, as the tool server checked it.
+
+    Checks the gateway's signature, every approver's own vote and card, the
+    quorum, that nobody approved their own request, their authority over the
+    amount and the validity when decided; with --args, that the approval is for
+    exactly those arguments. Exit 0 when it verifies; 1 when a check fails
+    (the reason is printed); 2 when the input is unusable.
+    """
+    keyring = Keyring.load(keys)
+    doc = _read_json(approval)
+    arguments = None if args is None else _read_json(args)
+    if arguments is not None and not isinstance(arguments, dict):
+        raise InvalidJson(f"{args} is not a JSON object of arguments", where="")
+    console = Console(highlight=False, soft_wrap=True)
+    try:
+        checked = verify_call_approval(doc, keyring, arguments=arguments)
+    except ApprovalInvalid as refused:
+        console.print(
+            f"[bold red]INVALID[/] {refused.data.get('rule')} {refused.reason}: {refused.message}",
+            markup=True,
+        )
+        raise typer.Exit(1) from None
+    terms = checked.terms
+    digest_said = "checked against --args" if arguments is not None else "not checked (no --args)"
+    console.print(
+        f"[green]VALID[/] approval {checked.approval_id}: {terms.tool} on {terms.server} "
+        f"for {terms.requester}, approved by {', '.join(dict.fromkeys(checked.approvers))} "
+        f"at {checked.decided_at}; call digest {digest_said}"
+    )
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return parse_json(path.read_bytes())
+    except OSError as exc:
+        raise InvalidJson(f"cannot read {path}: {exc.strerror}", where="") from None

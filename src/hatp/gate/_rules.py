@@ -47,7 +47,7 @@ from hatp.model import (
     parse_card,
 )
 
-__all__ = ["Call", "check_approval"]
+__all__ = ["Call", "check_approval", "parse_approval"]
 
 #: The rule each refusal reason enforces, read from the one list of reasons.
 _RULES = {
@@ -88,7 +88,7 @@ def check_approval(call: Call, doc: Any) -> CallApproval:
         ApprovalInvalid: the first step that failed, as ``data.reason``.
     """
     # 1. The CallApproval form [GATE-SHAPE].
-    approval = _parse(doc)
+    approval = parse_approval(doc)
     who = _whose(approval)
     # 2-3. Signed by a key of a gateway the server trusts, the one it names
     #      [GATE-TRUSTED] [GATE-SIGNED].
@@ -137,7 +137,13 @@ def check_approval(call: Call, doc: Any) -> CallApproval:
     return approval
 
 
-def _parse(doc: Any) -> CallApproval:
+def parse_approval(doc: Any) -> CallApproval:
+    """Read ``doc`` as a CallApproval. [GATE-SHAPE]
+
+    Raises:
+        ApprovalInvalid: reason ``SHAPE``: not a JSON object, or not of the form
+            (``data.where`` points at the first bad member).
+    """
     if not isinstance(doc, Mapping):
         raise ApprovalInvalid(
             "the approval is not a JSON object; pass the CallApproval the gateway signed",

@@ -87,7 +87,7 @@ class Tools:
                     f"tool {tool.name!r} is declared twice; declare each gated tool once",
                     tool=tool.name,
                 )
-            self._by_name[tool.name] = _declare(tool)
+            self._by_name[tool.name] = declare(tool)
 
     def get(self, name: str) -> _Declared | None:
         """Return the declaration of tool ``name``, or ``None`` if it is not gated."""
@@ -98,7 +98,13 @@ class Tools:
         return sorted(self._by_name)
 
 
-def _declare(tool: GatedTool) -> _Declared:
+def declare(tool: GatedTool) -> _Declared:
+    """Check a declaration and compute what the gate needs of it once.
+
+    Raises:
+        GateInvalid: the name, address, action, amount pointer or definition is not
+            one a gate takes.
+    """
     name = tool.name
     try:
         _TOOL_NAME.validate_python(name)
