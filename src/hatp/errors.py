@@ -132,6 +132,18 @@ class HatpError(Exception):
         return f"{self.code}: {self.message}"
 
 
+class _Reasoned:
+    """Mixed into a refusal that names which check refused it: ``data.reason``, a
+    stable code (each such error lists its codes in a ``*_REASONS`` table)."""
+
+    data: dict[str, Any]
+
+    @property
+    def reason(self) -> str:
+        """The stable reason code in ``data.reason``."""
+        return str(self.data.get("reason"))
+
+
 class InvalidJson(HatpError):
     """A document is not strict JSON, or a value cannot be canonicalized.
 
@@ -162,7 +174,7 @@ SIGNATURE_REASON_RULES: dict[str, str] = {
 }
 
 
-class SignatureInvalid(HatpError):
+class SignatureInvalid(_Reasoned, HatpError):
     """A signature did not verify.
 
     ``data.reason`` is the stable reason code (a key of
@@ -174,11 +186,6 @@ class SignatureInvalid(HatpError):
     def __init__(self, reason: str, message: str, **data: Any) -> None:
         rule = SIGNATURE_REASON_RULES.get(reason, "SIG-CRYPTO")
         super().__init__(message, reason=reason, rule=rule, **data)
-
-    @property
-    def reason(self) -> str:
-        """The stable reason code, e.g. ``ALG_NONE`` or ``BAD_SIGNATURE``."""
-        return str(self.data["reason"])
 
 
 class KeyInvalid(HatpError):
@@ -199,7 +206,7 @@ class RecordInvalid(HatpError):
     code = "RECORD_INVALID"
 
 
-class PlanInvalid(HatpError):
+class PlanInvalid(_Reasoned, HatpError):
     """A plan breaks a rule; ``data.reason`` names it (see :data:`PLAN_REASONS`).
 
     ``data.where`` is a JSON Pointer to the offending member when there is one.
@@ -209,11 +216,6 @@ class PlanInvalid(HatpError):
 
     def __init__(self, reason: str, message: str, **data: Any) -> None:
         super().__init__(message, reason=reason, **data)
-
-    @property
-    def reason(self) -> str:
-        """The stable reason code, e.g. ``SECOND_FINAL``."""
-        return str(self.data["reason"])
 
 
 #: Every ``PLAN_INVALID`` reason and the rule it enforces.
@@ -325,17 +327,12 @@ class StoreUnavailable(HatpError):
     code = "STORE_UNAVAILABLE"
 
 
-class AddressInvalid(HatpError):
+class AddressInvalid(_Reasoned, HatpError):
     """An address is not one of the four forms; ``data.reason`` says what is wrong
     (a key of :data:`ADDRESS_REASONS`) and ``data.address`` is the text refused.
     """
 
     code = "ADDRESS_INVALID"
-
-    @property
-    def reason(self) -> str:
-        """The stable reason code, e.g. ``QUORUM`` or ``PERCENT_ENCODING``."""
-        return str(self.data.get("reason"))
 
 
 #: Every ``ADDRESS_INVALID`` reason and the rule it enforces (docs/spec.md §17).
@@ -358,7 +355,7 @@ ADDRESS_REASONS: dict[str, str] = {
 }
 
 
-class CardInvalid(HatpError):
+class CardInvalid(_Reasoned, HatpError):
     """A Human Card, or a directory file of them, is refused and never used.
 
     ``data.reason`` is ``SIGNATURE`` (missing or bad signature), ``ISSUER``
@@ -368,11 +365,6 @@ class CardInvalid(HatpError):
     """
 
     code = "CARD_INVALID"
-
-    @property
-    def reason(self) -> str:
-        """The stable reason code: ``SIGNATURE``, ``ISSUER`` or ``SHAPE``."""
-        return str(self.data.get("reason"))
 
 
 #: Every ``CARD_INVALID`` reason and the rule it enforces (docs/spec.md §17).
@@ -406,7 +398,7 @@ class AskInvalid(HatpError):
     code = "ASK_INVALID"
 
 
-class QuestionInvalid(HatpError):
+class QuestionInvalid(_Reasoned, HatpError):
     """A question an agent sent the gateway is refused; nobody was asked.
 
     ``data.reason`` is a key of :data:`QUESTION_REASONS`; ``data.where`` is a
@@ -414,11 +406,6 @@ class QuestionInvalid(HatpError):
     """
 
     code = "QUESTION_INVALID"
-
-    @property
-    def reason(self) -> str:
-        """The stable reason code, e.g. ``SHAPE`` or ``SCHEMA``."""
-        return str(self.data.get("reason"))
 
 
 #: Every ``QUESTION_INVALID`` reason and the rule it enforces (docs/spec.md §19).
@@ -432,7 +419,7 @@ QUESTION_REASONS: dict[str, str] = {
 }
 
 
-class AnswerInvalid(HatpError):
+class AnswerInvalid(_Reasoned, HatpError):
     """A person's answer does not fit the question; it is refused and never signed.
 
     ``data.reason`` is a key of :data:`ANSWER_REASONS`; for a form answer
@@ -441,11 +428,6 @@ class AnswerInvalid(HatpError):
     """
 
     code = "ANSWER_INVALID"
-
-    @property
-    def reason(self) -> str:
-        """The stable reason code, e.g. ``NOT_AN_OPTION`` or ``TOO_LONG``."""
-        return str(self.data.get("reason"))
 
 
 #: Every ``ANSWER_INVALID`` reason and the rule it enforces (docs/spec.md §19).
@@ -506,7 +488,7 @@ class AskWithdrawn(HatpError):
     code = "ASK_WITHDRAWN"
 
 
-class ResponseRefused(HatpError):
+class ResponseRefused(_Reasoned, HatpError):
     """A person's vote, answer or decline was refused and nothing was recorded.
 
     ``data.reason`` is a key of :data:`RESPONSE_REASONS`; ``data.rule`` the
@@ -514,11 +496,6 @@ class ResponseRefused(HatpError):
     """
 
     code = "RESPONSE_REFUSED"
-
-    @property
-    def reason(self) -> str:
-        """The stable reason code, e.g. ``NOT_ASKED`` or ``SIGNATURE``."""
-        return str(self.data.get("reason"))
 
 
 #: Every ``RESPONSE_REFUSED`` reason and the rule it enforces (docs/spec.md §19).
@@ -538,7 +515,7 @@ RESPONSE_REASONS: dict[str, str] = {
 __all__ += ["RESPONSE_REASONS", "AskConflict", "AskUnknown", "AskWithdrawn", "ResponseRefused"]
 
 
-class PasskeyInvalid(HatpError):
+class PasskeyInvalid(_Reasoned, HatpError):
     """A passkey's WebAuthn registration, or its assertion on a vote, is refused.
 
     ``data.reason`` is a key of :data:`PASSKEY_REASONS`; ``data.kid`` names the
@@ -546,11 +523,6 @@ class PasskeyInvalid(HatpError):
     """
 
     code = "PASSKEY_INVALID"
-
-    @property
-    def reason(self) -> str:
-        """The stable reason code, e.g. ``CHALLENGE`` or ``SIGNATURE``."""
-        return str(self.data.get("reason"))
 
 
 #: Every ``PASSKEY_INVALID`` reason and what a passing response shows (docs/spec.md §19).
@@ -590,7 +562,7 @@ class ApprovalRequired(HatpError):
     code = "APPROVAL_REQUIRED"
 
 
-class ApprovalInvalid(HatpError):
+class ApprovalInvalid(_Reasoned, HatpError):
     """The approval presented with a gated call was refused; the tool did not run.
 
     ``data.reason`` is a key of :data:`APPROVAL_REASONS`, ``data.rule`` the
@@ -599,11 +571,6 @@ class ApprovalInvalid(HatpError):
     """
 
     code = "APPROVAL_INVALID"
-
-    @property
-    def reason(self) -> str:
-        """The stable reason code, e.g. ``USED`` or ``OTHER_CALL``."""
-        return str(self.data.get("reason"))
 
 
 #: Every ``APPROVAL_INVALID`` reason and the rule it enforces (docs/spec.md §20).
@@ -636,7 +603,7 @@ class ApprovalUnknown(HatpError):
     code = "APPROVAL_UNKNOWN"
 
 
-class CallInvalid(HatpError):
+class CallInvalid(_Reasoned, HatpError):
     """A call request to the gateway, or a gated call's arguments, cannot be read.
 
     ``data.reason`` is a key of :data:`CALL_REASONS`; ``data.where`` a JSON
@@ -644,11 +611,6 @@ class CallInvalid(HatpError):
     """
 
     code = "CALL_INVALID"
-
-    @property
-    def reason(self) -> str:
-        """The stable reason code, e.g. ``SHAPE`` or ``AMOUNT``."""
-        return str(self.data.get("reason"))
 
 
 #: Every ``CALL_INVALID`` reason (docs/spec.md §20).
@@ -682,7 +644,7 @@ __all__ += [
 # --- The MCP binding (docs/spec.md §21) ---
 
 
-class PeerIncompatible(HatpError):
+class PeerIncompatible(_Reasoned, HatpError):
     """An MCP server does not speak hatp as it must for this use; nothing was sent.
 
     ``data.reason`` is a key of :data:`PEER_REASONS`; ``data.server`` names the
@@ -690,11 +652,6 @@ class PeerIncompatible(HatpError):
     """
 
     code = "PEER_INCOMPATIBLE"
-
-    @property
-    def reason(self) -> str:
-        """The stable reason code, e.g. ``NO_EXTENSION``."""
-        return str(self.data.get("reason"))
 
 
 #: Every ``PEER_INCOMPATIBLE`` reason (docs/spec.md §21).
@@ -724,7 +681,7 @@ __all__ += ["PEER_REASONS", "PeerIncompatible", "PeerUnavailable"]
 # --- Approval-bound transactional writes (docs/spec.md §22) ---
 
 
-class WritePlanInvalid(HatpError):
+class WritePlanInvalid(_Reasoned, HatpError):
     """A write plan cannot be taken as it is; nothing was stored or written.
 
     ``data.reason`` is a key of :data:`WRITE_PLAN_REASONS`; ``data.where`` a
@@ -732,11 +689,6 @@ class WritePlanInvalid(HatpError):
     """
 
     code = "WRITE_PLAN_INVALID"
-
-    @property
-    def reason(self) -> str:
-        """The stable reason code, e.g. ``UNKNOWN_TYPE``."""
-        return str(self.data.get("reason"))
 
 
 #: Every ``WRITE_PLAN_INVALID`` reason (docs/spec.md §22).
@@ -773,15 +725,10 @@ class NotApproved(HatpError):
     code = "NOT_APPROVED"
 
 
-class ApproverRefused(HatpError):
+class ApproverRefused(_Reasoned, HatpError):
     """An approval was refused (``data.reason``: a key of :data:`APPROVER_REASONS`)."""
 
     code = "APPROVER_REFUSED"
-
-    @property
-    def reason(self) -> str:
-        """The stable reason code, e.g. ``SELF_APPROVAL``."""
-        return str(self.data.get("reason"))
 
 
 #: Every ``APPROVER_REFUSED`` reason (docs/spec.md §22).
@@ -845,7 +792,7 @@ __all__ += [
 # --- Compensation leases, PTCL (docs/spec.md §23) ---
 
 
-class LeaseRefused(HatpError):
+class LeaseRefused(_Reasoned, HatpError):
     """A compensation lease was refused; the mutation did not run.
 
     ``data.reason`` is a key of :data:`LEASE_REASONS`, ``data.rule`` the rule it
@@ -855,11 +802,6 @@ class LeaseRefused(HatpError):
     """
 
     code = "LEASE_REFUSED"
-
-    @property
-    def reason(self) -> str:
-        """The stable reason code, e.g. ``RECOVERY_WINDOW_INEQUALITY``."""
-        return str(self.data.get("reason"))
 
 
 #: Every ``LEASE_REFUSED`` reason and the rule it enforces (docs/spec.md §23).
@@ -991,17 +933,12 @@ EVIDENCE_REASONS: dict[str, str] = {
 }
 
 
-class EvidenceInvalid(HatpError):
+class EvidenceInvalid(_Reasoned, HatpError):
     """A lease or receipt a peer handed back failed the client's checks and is not used
     (``data.reason``: a key of :data:`EVIDENCE_REASONS`; ``data.what`` names it). Not a
     refusal by the peer: a mutation sent may have run; ask the peer for its receipt."""
 
     code = "EVIDENCE_INVALID"
-
-    @property
-    def reason(self) -> str:
-        """The stable reason code, e.g. ``MISSING`` or ``SIGNATURE``."""
-        return str(self.data.get("reason"))
 
 
 __all__ += ["EVIDENCE_REASONS", "EvidenceInvalid", "HeaderInvalid", "Unauthenticated"]
@@ -1057,16 +994,11 @@ SIGN_IN_REASONS: dict[str, str] = {
 }
 
 
-class SignInRefused(HatpError):
+class SignInRefused(_Reasoned, HatpError):
     """A passkey sign-in to the approver page is refused (``data.reason``: a key of
     :data:`SIGN_IN_REASONS`); no session was opened: sign in again from the page."""
 
     code = "SIGN_IN_REFUSED"
-
-    @property
-    def reason(self) -> str:
-        """The stable reason code, e.g. ``CHALLENGE`` or ``SIGNATURE``."""
-        return str(self.data.get("reason"))
 
 
 #: Every ``INVITE_INVALID`` reason: why an invitation to register a passkey is not taken.
@@ -1078,16 +1010,11 @@ INVITE_REASONS: dict[str, str] = {
 }
 
 
-class InviteInvalid(HatpError):
+class InviteInvalid(_Reasoned, HatpError):
     """An invitation to register a passkey cannot be used (``data.reason``: a key of
     :data:`INVITE_REASONS`); nothing was registered: ask for a new invitation."""
 
     code = "INVITE_INVALID"
-
-    @property
-    def reason(self) -> str:
-        """The stable reason code, e.g. ``EXPIRED`` or ``USED``."""
-        return str(self.data.get("reason"))
 
 
 class OriginRefused(HatpError):
