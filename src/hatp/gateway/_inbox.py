@@ -21,7 +21,7 @@ from hatp.gateway._channels import Notice
 from hatp.gateway._notices import notice
 from hatp.store import AskKind, AskRow, AskState, AskStore
 
-__all__ = ["AskProgress", "PersonProgress", "inbox", "notice_of", "progress"]
+__all__ = ["AskProgress", "PersonProgress", "inbox", "notice_of", "progress", "waiting"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,11 +66,21 @@ def inbox(asks: AskStore, human: str, channel_type: str) -> list[Notice]:
     Raises:
         StoreUnavailable: the store failed.
     """
+    return [notice(row, entry) for row, entry in waiting(asks, human, channel_type)]
+
+
+def waiting(asks: AskStore, human: str, channel_type: str) -> list[tuple[AskRow, dict[str, Any]]]:
+    """Every open ask that waits on ``human`` over ``channel_type``, with their entry in
+    its routing, oldest ask first (what :func:`inbox` makes notices of).
+
+    Raises:
+        StoreUnavailable: the store failed.
+    """
     found = []
     for row in asks.open_asks():
         entry = _entry(row, human)
         if entry is not None and entry["status"] == "asked" and entry["channel"] == channel_type:
-            found.append(notice(row, entry))
+            found.append((row, entry))
     return found
 
 

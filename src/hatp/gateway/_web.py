@@ -32,12 +32,12 @@ from webauthn import generate_authentication_options, options_to_json
 from webauthn.helpers.structs import PublicKeyCredentialDescriptor, UserVerificationRequirement
 
 from hatp._waiting import first_of
-from hatp.clock import Clock, format_time
+from hatp.clock import Clock
 from hatp.evidence import SigningKey, digest
 from hatp.evidence._b64 import b64url_decode
 from hatp.gateway._channels import Notice, Responder
 from hatp.gateway._gateway import HumanGateway
-from hatp.gateway._inbox import AskProgress, inbox, notice_of, progress
+from hatp.gateway._inbox import AskProgress, inbox, notice_of, progress, waiting
 from hatp.gateway._people import passkey_vote, sign_vote, vote_challenge
 from hatp.gateway._responses import refused
 from hatp.gateway._sessions import ApproverSessions
@@ -118,23 +118,19 @@ class WebApprovals:
         """
         return inbox(self.gateway.asks, human, WEB)
 
-    def version(self, human: str, notices: list[Notice] | None = None) -> str:
-        """The digest of ``human``'s inbox as the store holds it (``notices``: as just
-        read): it moves whenever what their page lists does, and is the same in every
-        gateway process.
+    def version(self, human: str) -> str:
+        """The digest of ``human``'s inbox as the store holds it: each waiting ask's id
+        and deadline and their entry in its routing. It moves whenever what their page
+        lists does (an ask delivered, escalated, withdrawn, its deadline moved), and is
+        the same in every gateway process. Read from the rows alone, without building a
+        notice: a waiting page computes it at every recheck.
 
         Raises:
             StoreUnavailable: the store failed.
         """
         shown = [
-            {
-                "askId": n.ask_id,
-                "kind": n.kind,
-                "payload": n.payload,
-                "decideBy": format_time(n.decide_by),
-                "respondBy": format_time(n.respond_by),
-            }
-            for n in (self.inbox(human) if notices is None else notices)
+            {"askId": row.ask_id, "decideBy": row.doc["decideBy"], "entry": entry}
+            for row, entry in waiting(self.gateway.asks, human, WEB)
         ]
         return digest({"inbox": shown})
 

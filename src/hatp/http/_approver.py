@@ -212,9 +212,8 @@ class _ApproverPage:
         except Unauthenticated as exc:
             reason = exc.message if exc.data.get("reason") == "ENDED" else None
             return self.page("sign_in.html", human=None, next="", reason=reason)
-        notices = self.web.inbox(human)
-        items = [inbox_item(n) for n in notices]
-        version = self.web.version(human, notices)
+        items = [inbox_item(n) for n in self.web.inbox(human)]
+        version = self.web.version(human)
         return self.page("inbox.html", human=human, items=items, version=version)
 
     async def ask(self, request: Request) -> Response:
@@ -301,11 +300,12 @@ class _ApproverPage:
                 where="/since",
             )
         wait = _query_number(request, "waitSeconds", float) or 0.0
-        if since is not None:
-            await self.web.changed(human, since, min(wait, MAX_WAIT_SECONDS))
-        notices = self.web.inbox(human)
-        asks = [_camel(inbox_item(n)) for n in notices]
-        return {"version": self.web.version(human, notices), "asks": asks}
+        if since is None:
+            version = self.web.version(human)
+        else:
+            version = await self.web.changed(human, since, min(wait, MAX_WAIT_SECONDS))
+        asks = [_camel(inbox_item(n)) for n in self.web.inbox(human)]
+        return {"version": version, "asks": asks}
 
     async def vote_options(self, request: Request) -> dict[str, Any]:
         body = await self.read(request, _Decision)
