@@ -150,6 +150,10 @@ class HumanGateway:
         """How often a long poll reads its ask again ([GW-RECHECK]); ``None``: never."""
         return None if self._recheck is None else self._recheck.total_seconds()
 
+    def card(self, human: str) -> HumanCard | None:
+        """``human``'s card as this gateway routes with it, or ``None`` if it has none."""
+        return next((c for c in self._directory.cards() if c.id == human), None)
+
     # -- the coordinator's side -----------------------------------------
 
     async def ask(self, request: ApprovalRequest) -> dict[str, Any]:
@@ -353,7 +357,7 @@ class HumanGateway:
             spends.clear()
             now = self._clock.now()
             check_vote(row, work, parsed, now)
-            card = self._card(parsed.human)
+            card = self.card(parsed.human)
             check_signature(ask_id, vote, parsed.human, card, kind=row.kind)
             entry = work.person(parsed.human)
             spend = check_passkey(
@@ -702,9 +706,6 @@ class HumanGateway:
             if not future.done():
                 future.set_result(None)
         self._changed.set()
-
-    def _card(self, human: str) -> HumanCard | None:
-        return next((c for c in self._directory.cards() if c.id == human), None)
 
     def _signed_card(self, card: HumanCard) -> dict[str, Any]:
         """The card as the directory signed it."""

@@ -164,10 +164,6 @@ class WebApprovals:
         row = self.gateway.asks.get(ask_id)
         return notice_of(row, human), progress(row)
 
-    def card(self, human: str) -> HumanCard | None:
-        """``human``'s card, as the gateway routes with it."""
-        return next((c for c in self.gateway.directory.cards() if c.id == human), None)
-
     def vote_options(self, ask_id: str, human: str, decision: Decision) -> dict[str, Any]:
         """WebAuthn request options for ``human``'s passkey vote ``decision`` on the ask
         (``PublicKeyCredentialRequestOptionsJSON``): the challenge is the vote's
@@ -191,7 +187,7 @@ class WebApprovals:
                 passkeyReason="NONCE",
             )
         challenge = vote_challenge(notice.payload, decision, notice.nonce)
-        card = self.card(human)
+        card = self.gateway.card(human)
         options = generate_authentication_options(
             rp_id=self.sessions.rp_id,
             challenge=challenge,
@@ -227,7 +223,7 @@ class WebApprovals:
         key = self.channel.key(human)
         now = self.gateway.clock.now()
         if credential is not None:
-            kid = _kid_of(self.card(human), credential)
+            kid = _kid_of(self.gateway.card(human), credential)
             if kid is None:
                 raise refused(
                     ask_id,

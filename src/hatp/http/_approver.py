@@ -271,7 +271,7 @@ class _ApproverPage:
         body = await self.read(request, _Invite)
         enrolment = _enrolling(self.enrolment)
         invite = enrolment.invitation(body.invite)
-        card = self.web.card(invite.human)
+        card = self.web.gateway.card(invite.human)
         return {
             "human": invite.human,
             "displayName": None if card is None else card.display_name,
