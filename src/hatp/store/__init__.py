@@ -9,7 +9,9 @@ its call once), and :class:`LeaseBook` a system of record's compensation
 leases, epochs and rejection receipts; :class:`PasskeyBook` the gateway's
 spent passkey nonces and each passkey's sign count; :class:`WebBook` the
 approver page's sign-in challenges, sessions and passkey invitations.
-The durability rules are in ``docs/spec.md`` ([STORE-DURABLE] and after).
+Async code calls a store through :meth:`Store.call`, off its event loop and
+within :class:`StoreLimits`. The durability rules are in ``docs/spec.md``
+([STORE-DURABLE] and after).
 """
 
 from hatp.store._asks import AskKind, AskRow, AskState, AskStore
@@ -17,6 +19,7 @@ from hatp.store._branches import BranchRow, BranchStore
 from hatp.store._engine import Store, open_store
 from hatp.store._leases import LeaseBook, LeaseRow, LeaseStatus
 from hatp.store._log import DecisionLog, TxnRow
+from hatp.store._offloop import StoreLimits
 from hatp.store._passkeys import PasskeyBook
 from hatp.store._schema import from_ms, to_ms
 from hatp.store._used import UsedApproval, UsedApprovals, UseOutcome
@@ -36,6 +39,7 @@ __all__ = [
     "LeaseStatus",
     "PasskeyBook",
     "Store",
+    "StoreLimits",
     "TxnRow",
     "UseOutcome",
     "UsedApproval",

@@ -1,37 +1,42 @@
 """Opening a store: one base class, one subclass per database, picked by URL.
 
 Every failure of the database (cannot connect, refused a statement, locked
-for too long) leaves this module as :class:`~hatp.errors.StoreUnavailable`,
-with the driver's exception as its ``__cause__``; nothing above the store
-layer sees a SQLAlchemy or driver exception.
+for too long, a statement or lock timeout) leaves this module as
+:class:`~hatp.errors.StoreUnavailable`, with the driver's exception as its
+``__cause__``, and is logged; nothing above the store layer sees a
+SQLAlchemy or driver exception. Every wait is bounded (:class:`StoreLimits`),
+and async code reaches the store through :meth:`Store.call`, off its event
+loop.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import logging
+import math
 import os
 import re
 import sqlite3
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any, ClassVar, cast
+from typing import Any, ClassVar, TypeVar, cast
 
 import psycopg
 import sqlalchemy as sa
 from sqlalchemy import event, exc
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import URL, Connection, Engine, make_url
+from sqlalchemy.pool import QueuePool
 from sqlalchemy.sql.compiler import SQLCompiler
 
 from hatp.errors import StoreUnavailable
+from hatp.store._offloop import TIMED_OUT, StoreLimits, Workers, caller_gave_up
 from hatp.store._schema import metadata
 
-#: How long SQLite waits for another connection's write lock before giving up.
-SQLITE_BUSY_TIMEOUT_MS = 15_000
-#: How long to wait for a PostgreSQL server to answer a connection attempt.
-POSTGRES_CONNECT_TIMEOUT_S = 10
+_T = TypeVar("_T")
+_log = logging.getLogger(__name__)
 # The advisory lock that serializes table creation across processes ("hatp").
 _SCHEMA_LOCK = 0x68617470
 # PostgreSQL error codes a CREATE loses a race with: duplicate table, duplicate
@@ -52,16 +57,18 @@ class Store:
     """A database holding hatp's durable state; open one with :func:`open_store`.
 
     ``url`` is the full URL (it may hold a password: do not log it; ``repr``
-    hides it). ``dialect`` is ``"sqlite"`` or ``"postgresql"``.
+    hides it). ``dialect`` is ``"sqlite"`` or ``"postgresql"``. ``limits``
+    bounds every wait it makes.
     """
 
     dialect: ClassVar[str]
-    _hint: ClassVar[str]
 
-    def __init__(self, url: URL) -> None:
+    def __init__(self, url: URL, limits: StoreLimits | None = None) -> None:
         self.url = url.render_as_string(hide_password=False)
+        self.limits = limits or StoreLimits()
         self._shown = url.render_as_string(hide_password=True)
         self._opened = False
+        self._workers = Workers(self.limits.workers, f"hatp-store-{self.dialect}")
         self._engine = self._make_engine(url)
         try:
             self._create_tables()
@@ -73,6 +80,54 @@ class Store:
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self._shown}>"
 
+    async def call(self, fn: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
+        """Run ``fn(*args, **kwargs)``, a function that uses this store, on one of the
+        store's worker threads, off the event loop; return what it returns.
+
+        This is how async code uses a store: the loop goes on serving while the
+        database works, or does not answer. The wait is bounded by
+        ``limits.call_seconds``, the wait for a free worker included. A call
+        given up on does not start, and once started begins and commits no
+        transaction (:meth:`transaction`).
+
+        Raises:
+            StoreUnavailable: no answer within ``limits.call_seconds`` (nothing
+                was recorded, unless a commit was already on its way), or what
+                ``fn`` raises.
+        """
+        seconds = self.limits.call_seconds
+        answer = await self._workers.call(seconds, fn, *args, **kwargs)
+        if answer is TIMED_OUT:
+            name = getattr(fn, "__qualname__", type(fn).__name__)
+            _log.warning("store %s: %s gave no answer within %s s", self._shown, name, seconds)
+            raise self._failed(f"no answer within {seconds:g} s", timeout=seconds)
+        return cast(_T, answer)
+
+    def ping(self) -> None:
+        """Read one row of the log's table in a short transaction of its own that takes
+        no write lock: that the database answers and holds hatp's tables.
+
+        Raises:
+            StoreUnavailable: it does not.
+        """
+        self._refuse_if_given_up()
+        try:
+            conn = self._engine.raw_connection()
+        except _UNAVAILABLE as error:
+            raise self._unavailable(error) from error
+        try:
+            cursor = conn.cursor()
+            try:
+                cursor.execute(_PING)
+                cursor.fetchall()
+            finally:
+                cursor.close()
+            conn.rollback()
+        except _DRIVER_ERRORS as error:
+            raise self._unavailable(error) from error
+        finally:
+            conn.close()
+
     @contextmanager
     def transaction(self) -> Iterator[Connection]:
         """Run the ``with`` block as one database transaction.
@@ -82,11 +137,15 @@ class Store:
 
         Raises:
             StoreUnavailable: the database could not be reached, or refused a
-                statement or the commit; nothing of the block was recorded.
+                statement or the commit, or the async caller of :meth:`call`
+                stopped waiting; nothing of the block was recorded.
         """
+        self._refuse_if_given_up()
         try:
             with self._engine.begin() as conn:
+                self._refuse_if_given_up()  # SQLite's BEGIN may have waited for the lock
                 yield conn
+                self._refuse_if_given_up()
         except _UNAVAILABLE as error:
             raise self._unavailable(error) from error
 
@@ -103,6 +162,7 @@ class Store:
         Raises:
             StoreUnavailable: as :meth:`transaction`.
         """
+        self._refuse_if_given_up()
         try:
             conn = self._engine.raw_connection()
         except _UNAVAILABLE as error:
@@ -111,7 +171,9 @@ class Store:
             cursor = conn.cursor()
             try:
                 self._driver_begin(cursor)
+                self._refuse_if_given_up()
                 yield cursor
+                self._refuse_if_given_up()
                 conn.commit()
             except BaseException:
                 with contextlib.suppress(*_DRIVER_ERRORS):
@@ -125,8 +187,14 @@ class Store:
             conn.close()
 
     def close(self) -> None:
-        """Close every pooled connection. The store must not be used afterwards."""
+        """Close every pooled connection and let the worker threads end. The store
+        must not be used afterwards."""
+        self._workers.close()
         self._engine.dispose()
+
+    def _advice(self) -> str:
+        """What to check when the database fails (the end of a StoreUnavailable message)."""
+        raise NotImplementedError
 
     def _make_engine(self, url: URL) -> Engine:
         raise NotImplementedError
@@ -143,33 +211,56 @@ class Store:
             self._lock_schema(conn)
             metadata.create_all(conn, checkfirst=True)
 
+    def _refuse_if_given_up(self) -> None:
+        if caller_gave_up():
+            raise self._failed("its caller stopped waiting for it")
+
     def _unavailable(self, error: Exception) -> StoreUnavailable:
         detail = _detail(error)
+        _log.warning("store %s: %s", self._shown, detail)
+        return self._failed(detail)
+
+    def _failed(self, detail: str, **data: Any) -> StoreUnavailable:
         if self._opened:
             what = "a store transaction failed, so nothing of it was recorded"
         else:
             what = "cannot open the store"
         return StoreUnavailable(
-            f"{what} at {self._shown}: {detail}. {self._hint}",
+            f"{what} at {self._shown}: {detail}. {self._advice()}",
             url=self._shown,
             dialect=self.dialect,
             detail=detail,
+            **data,
         )
 
 
 class SqliteStore(Store):
-    """A store in one SQLite file: WAL, ``synchronous=FULL``, ``BEGIN IMMEDIATE``."""
+    """A store in one SQLite file: WAL, ``synchronous=FULL``, ``BEGIN IMMEDIATE``.
+
+    Its connections are pooled and used from any thread (the worker threads of
+    :meth:`Store.call` among them), one thread at a time: the pool hands a
+    connection to one checkout at a time, so sqlite3's same-thread check is off.
+    """
 
     dialect = "sqlite"
-    _hint = (
-        "Check that the directory exists and this process may write there, that the file "
-        "is an SQLite database, and that no other process holds it locked for "
-        f"{SQLITE_BUSY_TIMEOUT_MS // 1000} seconds or more"
-    )
+
+    def _advice(self) -> str:
+        return (
+            "Check that the directory exists and this process may write there, that the "
+            "file is an SQLite database, and that no other process holds it locked for "
+            f"{self.limits.busy_seconds:g} seconds or more"
+        )
 
     def _make_engine(self, url: URL) -> Engine:
-        engine = sa.create_engine(url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000})
-        event.listen(engine, "connect", _sqlite_on_connect)
+        # No pre-ping: a connection to a file does not go stale the way a server's does.
+        busy = self.limits.busy_seconds
+        engine = sa.create_engine(
+            url,
+            poolclass=QueuePool,
+            pool_timeout=self.limits.checkout_seconds,
+            connect_args={"timeout": busy, "check_same_thread": False},
+        )
+        event.listen(engine, "connect", functools.partial(_sqlite_on_connect, round(busy * 1000)))
         event.listen(engine, "begin", _sqlite_on_begin)
         return engine
 
@@ -177,14 +268,14 @@ class SqliteStore(Store):
         cursor.execute(_BEGIN_IMMEDIATE)  # as _sqlite_on_begin does for Core transactions
 
 
-def _sqlite_on_connect(dbapi_connection: Any, _record: Any) -> None:
+def _sqlite_on_connect(busy_ms: int, dbapi_connection: Any, _record: Any) -> None:
     # Take BEGIN away from the sqlite3 module (it would issue a deferred BEGIN
     # only before writes); _sqlite_on_begin issues our own.
     dbapi_connection.isolation_level = None
     cursor = dbapi_connection.cursor()
     try:
         # busy_timeout first: switching to WAL needs a lock another opener may hold.
-        cursor.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
+        cursor.execute(f"PRAGMA busy_timeout = {busy_ms}")
         _switch_to_wal(cursor)
         # FULL: in WAL mode, NORMAL may lose the last commits on power loss.
         cursor.execute("PRAGMA synchronous = FULL")
@@ -221,21 +312,42 @@ def _sqlite_on_begin(conn: Connection) -> None:
 
 
 class PostgresStore(Store):
-    """A store in a PostgreSQL database, through psycopg 3, ``synchronous_commit=on``."""
+    """A store in a PostgreSQL database, through psycopg 3, ``synchronous_commit=on``,
+    every session's statements, lock waits and idle transactions bounded
+    (:class:`StoreLimits`), and each pooled connection checked before use."""
 
     dialect = "postgresql"
-    _hint = (
-        "Check that the server is running and reachable from here, and that the URL "
-        "(postgresql+psycopg://user@host:port/database) names an existing user and database"
-    )
+
+    def _advice(self) -> str:
+        return (
+            "Check that the server is running and reachable from here, and that the URL "
+            "(postgresql+psycopg://user@host:port/database) names an existing user and "
+            "database"
+        )
 
     def _make_engine(self, url: URL) -> Engine:
-        # Set at connection start-up, so no session can commit without waiting for its WAL flush.
-        options = " ".join(o for o in (_query_text(url.query, "options"), _SYNC_COMMIT) if o)
+        # Set at connection start-up, so no session can commit without waiting for its
+        # WAL flush, and none waits without end on a statement, a lock or an idle peer.
+        limits = self.limits
+        session = (
+            _SYNC_COMMIT,
+            f"-c statement_timeout={_ms(limits.statement_seconds)}",
+            f"-c lock_timeout={_ms(limits.lock_seconds)}",
+            f"-c idle_in_transaction_session_timeout={_ms(limits.idle_in_transaction_seconds)}",
+        )
+        options = " ".join(o for o in (_query_text(url.query, "options"), *session) if o)
         connect_args: dict[str, Any] = {"options": options}
         if "connect_timeout" not in url.query:
-            connect_args["connect_timeout"] = POSTGRES_CONNECT_TIMEOUT_S
-        return sa.create_engine(url, connect_args=connect_args)
+            connect_args["connect_timeout"] = max(1, math.ceil(limits.connect_seconds))
+        # pre_ping: a connection the server closed (a restart, an idle-in-transaction
+        # timeout, pg_terminate_backend) is replaced at checkout instead of failing the
+        # transaction that drew it.
+        return sa.create_engine(
+            url,
+            connect_args=connect_args,
+            pool_pre_ping=True,
+            pool_timeout=limits.checkout_seconds,
+        )
 
     def _lock_schema(self, conn: Connection) -> None:
         conn.execute(sa.select(sa.func.pg_advisory_xact_lock(_SCHEMA_LOCK)))
@@ -256,6 +368,12 @@ class PostgresStore(Store):
 
 
 _SYNC_COMMIT = "-c synchronous_commit=on"
+# What Store.ping reads: one row at most, no lock a writer waits for.
+_PING = "SELECT txn_id FROM hatp_txn LIMIT 1"
+
+
+def _ms(seconds: float) -> int:
+    return max(1, round(seconds * 1000))
 
 
 def _query_text(query: Mapping[str, str | tuple[str, ...]], key: str) -> str:
@@ -319,13 +437,14 @@ _STORES: dict[str, type[Store]] = {"sqlite": SqliteStore, "postgresql": Postgres
 _PASSWORD = re.compile(r"(://[^:/@]*:)[^@/]*@")
 
 
-def open_store(url: str | os.PathLike[str]) -> Store:
+def open_store(url: str | os.PathLike[str], *, limits: StoreLimits | None = None) -> Store:
     """Open (and on first use set up) the store at ``url``.
 
     ``url`` is ``sqlite:///path.db`` or a plain file path (SQLite), or
     ``postgresql://…`` / ``postgresql+psycopg://…`` (PostgreSQL through
     psycopg 3). The tables are created if missing; two processes opening the
-    same new database at once is safe.
+    same new database at once is safe. ``limits`` bounds every wait the store
+    makes (default :class:`StoreLimits`).
 
     Returns:
         A :class:`Store`; close it with :meth:`Store.close`.
@@ -335,7 +454,7 @@ def open_store(url: str | os.PathLike[str]) -> Store:
             database cannot be reached or set up; the message says what to fix.
     """
     parsed = _parse_url(url)
-    return _STORES[parsed.get_backend_name()](parsed)
+    return _STORES[parsed.get_backend_name()](parsed, limits)
 
 
 def _parse_url(url: str | os.PathLike[str]) -> URL:
