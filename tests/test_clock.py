@@ -8,7 +8,14 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from hatp.clock import ManualClock, SystemClock, format_time, parse_time
+from hatp.clock import (
+    EARLIEST_WIRE_TIME,
+    LATEST_WIRE_TIME,
+    ManualClock,
+    SystemClock,
+    format_time,
+    parse_time,
+)
 
 
 def test_wire_time_is_utc_with_milliseconds_and_round_trips() -> None:
@@ -27,11 +34,25 @@ def test_wire_time_is_utc_with_milliseconds_and_round_trips() -> None:
         "2026-02-30T00:00:00.000Z",  # no such day
         "٢٠٢٦-12-02T14:48:08.123Z",  # non-ASCII digits would break text order
         "2026-12-02T14:48:08.123Z\n",
+        "2026-12-02T24:00:00.000Z",  # no hour 24
+        "0000-01-01T00:00:00.000Z",  # no year 0
+        "9999-12-31T23:59:59.999Z",  # real, but past the wire range
+        "1969-12-31T23:59:59.999Z",
     ],
 )
 def test_parse_time_refuses_anything_but_the_wire_form(text: str) -> None:
+    """[TIME-REAL]"""
     with pytest.raises(ValueError):
         parse_time(text)
+
+
+def test_a_year_either_side_of_every_wire_time_is_still_a_time() -> None:
+    """[TIME-REAL] No duration hatp allows (at most a year) overflows from a wire time."""
+    first = parse_time(format_time(EARLIEST_WIRE_TIME))
+    last = parse_time(format_time(LATEST_WIRE_TIME - timedelta(milliseconds=1)))
+    year = timedelta(days=366)
+    assert format_time(first - year) < format_time(first)
+    assert format_time(last + year) > format_time(last)
 
 
 def test_naive_times_are_refused() -> None:

@@ -12,6 +12,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
 __all__ = [
+    "EARLIEST_WIRE_TIME",
+    "LATEST_WIRE_TIME",
     "WIRE_TIME_PATTERN",
     "Clock",
     "ManualClock",
@@ -24,6 +26,13 @@ __all__ = [
 #: order is time order). Unanchored; match it whole.
 WIRE_TIME_PATTERN = r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z"
 _TIME_RE = re.compile(WIRE_TIME_PATTERN)
+#: The first instant a wire time may name (docs/spec.md, [TIME-REAL]).
+EARLIEST_WIRE_TIME = datetime(1970, 1, 1, tzinfo=UTC)
+#: The first instant after the last one a wire time may name. Every duration hatp
+#: adds to or takes from a wire time is at most a year, so with a millennium to
+#: spare on either side no deadline, lease or horizon arithmetic leaves the
+#: calendar (``datetime`` ends at 9999-12-31).
+LATEST_WIRE_TIME = datetime(9000, 1, 1, tzinfo=UTC)
 
 
 class Clock(Protocol):
@@ -97,13 +106,24 @@ def format_time(moment: datetime) -> str:
 
 
 def parse_time(text: str) -> datetime:
-    """Parse the wire form written by :func:`format_time`.
+    """Parse the wire form written by :func:`format_time`: a real instant in range.
 
     Raises:
-        ValueError: ``text`` is not exactly of the form ``YYYY-MM-DDTHH:MM:SS.mmmZ``.
+        ValueError: ``text`` is not exactly of the form ``YYYY-MM-DDTHH:MM:SS.mmmZ``,
+            names no real instant (30 February, hour 24, year 0), or lies outside
+            [:data:`EARLIEST_WIRE_TIME`, :data:`LATEST_WIRE_TIME`).
     """
-    if not _TIME_RE.fullmatch(text):
+    if type(text) is not str or not _TIME_RE.fullmatch(text):
         raise ValueError(f"{text!r} is not a wire time (YYYY-MM-DDTHH:MM:SS.mmmZ)")
     # The shape is fixed above; fromisoformat checks the calendar (and is
     # ten times faster than strptime, which matters per record event).
-    return datetime.fromisoformat(text)
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise ValueError(f"{text} is not a real instant (no such day or hour)") from None
+    if not EARLIEST_WIRE_TIME <= moment < LATEST_WIRE_TIME:
+        raise ValueError(
+            f"{text} is outside the wire time range "
+            f"[{format_time(EARLIEST_WIRE_TIME)}, {format_time(LATEST_WIRE_TIME)})"
+        )
+    return moment

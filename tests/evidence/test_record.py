@@ -201,3 +201,21 @@ def test_events_since_copies_only_the_later_events() -> None:
     for bad in (-1, 4):
         with pytest.raises(ValueError, match="start must be from 0 to 3"):
             writer.events_since(bad)
+
+
+def test_append_refuses_a_body_the_record_could_not_be_read_back_with() -> None:
+    """[JCS-READBACK] A body of 62 nested levels is 65 deep in its record: unreadable."""
+    writer = RecordWriter("txn-1", ManualClock(START))
+    with pytest.raises(InvalidJson) as caught:
+        writer.append("step.done", {"amount": 1e20}, KEYS[0])
+    assert (caught.value.data["rule"], caught.value.data["where"]) == (
+        "JSON-INTEGER-RANGE",
+        "/body/amount",
+    )
+    deep: Any = 1
+    for _ in range(61):
+        deep = [deep]
+    with pytest.raises(InvalidJson) as caught:
+        writer.append("step.done", {"deep": deep}, KEYS[0])
+    assert caught.value.data["rule"] == "JSON-DEPTH"
+    assert writer.head is None  # nothing was appended

@@ -530,3 +530,41 @@ def test_signed_fuzz_object_verifies_and_spells_the_unit_separator_in_lowercase(
     assert FUZZ_BYTES[UNIT_SEPARATOR_F - 5 : UNIT_SEPARATOR_F + 1] == b"\\u001f"
     respelled = FUZZ_BYTES.replace(b"\\u001f", b"\\u001F")
     assert parse_json(respelled) == parse_json(FUZZ_BYTES)
+
+
+def _nested(levels: int) -> Any:
+    value: Any = 1
+    for _ in range(levels):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize(
+    ("member", "rule", "where"),
+    [
+        ({"amount": 1e20}, "JSON-INTEGER-RANGE", "/amount"),
+        ({"items": [{"qty": 9007199254740993.0}]}, "JSON-INTEGER-RANGE", "/items/0/qty"),
+        ({"deep": _nested(64)}, "JSON-DEPTH", "/deep" + "/0" * 63),
+    ],
+    ids=["1e20", "2**53+1.0", "nesting-65"],
+)
+def test_sign_refuses_what_the_strict_reader_would_not_read_back(
+    member: dict[str, Any], rule: str, where: str
+) -> None:
+    """[JCS-READBACK] RFC 8785 writes 1e20 as 100000000000000000000, which the reader refuses."""
+    canonicalize({**UNSIGNED, **member})  # RFC 8785 itself has a form for it
+    with pytest.raises(InvalidJson) as caught:
+        sign({**UNSIGNED, **member}, SIGNER)
+    assert (caught.value.data["rule"], caught.value.data["where"]) == (rule, where)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.floats(allow_nan=False, allow_infinity=False) | st.integers(-(2**53) + 1, 2**53 - 1))
+def test_every_number_sign_takes_reads_back_through_the_strict_reader(number: float) -> None:
+    """[JCS-READBACK]"""
+    try:
+        signed = sign({**UNSIGNED, "amount": number}, SIGNER)
+    except InvalidJson as refused:
+        assert refused.data["rule"] == "JSON-INTEGER-RANGE"
+        return
+    assert parse_json(canonicalize(signed)) == signed

@@ -295,3 +295,36 @@ def test_amounts_are_refused_exactly_when_negative_or_not_canonical_decimal(text
         return
     assert Decimal(text) >= 0 and not (len(digits) > 1 and digits.startswith("0"))
     assert plan.totals()["JPY"] == Decimal(text)
+
+
+@pytest.mark.parametrize(
+    "when",
+    [
+        "2026-02-30T00:00:00.000Z",  # no such day
+        "2026-12-02T24:00:00.000Z",  # no hour 24
+        "0000-01-01T00:00:00.000Z",  # no year 0
+        "9999-12-31T23:59:59.999Z",  # a real instant, but any deadline arithmetic overflows
+        "1969-12-31T23:59:59.999Z",  # before the wire range
+    ],
+)
+def test_a_decide_by_that_is_no_wire_instant_is_refused_before_anything_is_logged(
+    when: str,
+) -> None:
+    """[TIME-REAL] The pattern alone let these through; the coordinator then died on them."""
+    refused = _refusal(lambda d: d["deadlines"].update(decideBy=when))
+    assert (refused.reason, refused.data["where"]) == ("SHAPE", "/deadlines/decideBy")
+
+
+@pytest.mark.parametrize("number", [1e20, 2.0**53 + 2, -1e17])
+def test_a_number_in_args_that_would_not_read_back_once_signed_is_refused(number: float) -> None:
+    """[JCS-READBACK] RFC 8785 writes these as integer literals the strict reader refuses."""
+    refused = _refusal(lambda d: d["branches"][0].update(args={"fare": {"cents": number}}))
+    assert (refused.reason, refused.data["where"]) == ("SHAPE", "/branches/0/args")
+    assert "JSON-INTEGER-RANGE" in refused.message
+
+
+def test_numbers_the_reader_takes_back_are_kept_in_args() -> None:
+    """[JCS-READBACK] 1e21 and up are written in exponent form, which reads back."""
+    doc = copy.deepcopy(GOOD)
+    doc["branches"][0]["args"] = {"big": 1e21, "small": 1e-7, "safe": 2**53 - 1}
+    assert parse_plan(doc).branches[0].args == {"big": 1e21, "small": 1e-7, "safe": 2**53 - 1}

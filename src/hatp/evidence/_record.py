@@ -10,7 +10,7 @@ from hatp.errors import RecordInvalid
 from hatp.evidence._canonical import copy_json
 from hatp.evidence._digest import digest
 from hatp.evidence._keys import SigningKey
-from hatp.evidence._signing import sign
+from hatp.evidence._signing import refuse_unreadable, sign
 from hatp.model import SEAL_EVENT, RecordEvent
 from hatp.version import PROTOCOL_VERSION
 
@@ -80,7 +80,8 @@ class RecordWriter:
         Raises:
             RecordInvalid: the record is sealed, or ``event_type`` is not a
                 dotted lowercase name (``record.sealed`` is written by :meth:`seal`).
-            InvalidJson: ``body`` has no canonical form.
+            InvalidJson: ``body`` has no canonical form, or the record would not read
+                back through the strict reader with it ([JCS-READBACK]).
         """
         if event_type == SEAL_EVENT:
             raise RecordInvalid("use seal() to close a record")
@@ -118,6 +119,7 @@ class RecordWriter:
             "kid": signer.kid,
             "body": body,
         }
+        refuse_unreadable(unsigned, _EVENT_DEPTH)
         try:
             RecordEvent.model_validate({**unsigned, "signature": _PLACEHOLDER})
         except ValueError as exc:
@@ -132,4 +134,6 @@ class RecordWriter:
         self._last_time = str(event["time"])
 
 
+#: An event's depth in its record: the record, then its ``events`` array.
+_EVENT_DEPTH = 2
 _PLACEHOLDER = {"alg": "Ed25519", "kid": "-", "sig": "-"}

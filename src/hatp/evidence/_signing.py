@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from hatp import _checks
-from hatp.errors import SignatureInvalid
+from hatp.errors import InvalidJson, SignatureInvalid
 from hatp.evidence._b64 import b64url_decode, b64url_encode
 from hatp.evidence._canonical import canonicalize
 from hatp.evidence._keys import Keyring, SigningKey
+from hatp.model import unreadable
 from hatp.version import require_supported
+
+_log = logging.getLogger(__name__)
 
 ALGORITHM = "Ed25519"
 _SIGNATURE_MEMBERS = frozenset({"alg", "kid", "sig"})
@@ -33,15 +37,42 @@ def sign(obj: Mapping[str, Any], key: SigningKey) -> dict[str, Any]:
 
     Raises:
         VersionUnsupported: ``obj`` carries no supported ``hatpVersion``.
-        InvalidJson: ``obj`` has no canonical form.
+        InvalidJson: ``obj`` has no canonical form, or its canonical bytes would not
+            read back through the strict reader ([JCS-READBACK]: ``data.rule`` is the
+            reader's rule, ``data.where`` a JSON Pointer).
         ValueError: ``obj`` is already signed.
     """
     require_supported(obj)
     if "signature" in obj:
         raise ValueError("the object is already signed; sign the unsigned object")
     payload = canonicalize(obj)
+    refuse_unreadable(obj)
     signature = {"alg": ALGORITHM, "kid": key.kid, "sig": b64url_encode(key.sign_bytes(payload))}
     return {**obj, "signature": signature}
+
+
+def refuse_unreadable(value: Any, depth: int = 0) -> None:
+    """Refuse a value whose canonical bytes the strict reader would not read back.
+
+    ``depth`` is the value's own depth in the document that carries it (an
+    event sits two levels down in its record).
+
+    Raises:
+        InvalidJson: [JCS-READBACK], with ``data.rule`` the reader's rule that would
+            refuse it and ``data.where`` a JSON Pointer into ``value``.
+    """
+    found = unreadable(value, depth)
+    if found is None:
+        return
+    _log.warning(
+        "refused to sign a value the strict reader refuses: %s at %r", found.rule, found.where
+    )
+    raise InvalidJson(
+        f"{found.detail} at {found.where or 'the top level'}: hatp signs only what it can "
+        "read back",
+        rule=found.rule,
+        where=found.where,
+    )
 
 
 def verify(obj: Mapping[str, Any], keyring: Keyring) -> Verified:

@@ -16,11 +16,10 @@ from typing import Any
 
 from hatp import _checks
 from hatp.errors import InvalidJson
+from hatp.model import MAX_JSON_DEPTH, MAX_SAFE_INTEGER
 
 #: The deepest nesting of objects and arrays a document may have.
-MAX_DEPTH = 64
-#: The largest integer magnitude that every JSON parser reads exactly.
-MAX_SAFE_INTEGER = 2**53 - 1
+MAX_DEPTH = MAX_JSON_DEPTH
 
 
 class _Refused:

@@ -3,7 +3,22 @@
 This package imports nothing above it, so an auditor can use it alone.
 """
 
-from hatp.model._base import Digest, Kid, WireModel, WireTime, first_error
+from hatp.model._base import (
+    MAX_JSON_DEPTH,
+    MAX_SAFE_INTEGER,
+    Digest,
+    JsonObject,
+    JsonValue,
+    Kid,
+    PositiveSeconds,
+    Seconds,
+    Unreadable,
+    WireModel,
+    WireNumber,
+    WireTime,
+    first_error,
+    unreadable,
+)
 from hatp.model.address import MAX_QUORUM, Address, AddressKind, parse_address
 from hatp.model.amounts import RequiredAmount, passkey_required, recheck_plan, required_amounts
 from hatp.model.call import (
@@ -90,7 +105,9 @@ __all__ = [
     "ASK_ID_PATTERN",
     "CALL_GROUP",
     "COMMIT_ORDER",
+    "MAX_JSON_DEPTH",
     "MAX_QUORUM",
+    "MAX_SAFE_INTEGER",
     "SEAL_EVENT",
     "WELL_KNOWN_PATH",
     "Address",
@@ -125,6 +142,8 @@ __all__ = [
     "HumanCardBody",
     "HumanResult",
     "HumanVote",
+    "JsonObject",
+    "JsonValue",
     "KeyringDocument",
     "KeyringEntry",
     "Kid",
@@ -135,6 +154,7 @@ __all__ = [
     "PasskeyThreshold",
     "PendingVote",
     "Plan",
+    "PositiveSeconds",
     "Preconditions",
     "PrepareReceipt",
     "PriceCap",
@@ -150,6 +170,7 @@ __all__ = [
     "Result",
     "RoutedHuman",
     "RoutingRecord",
+    "Seconds",
     "Signature",
     "Sla",
     "Status",
@@ -158,11 +179,13 @@ __all__ = [
     "TransactionRecord",
     "TxnEvent",
     "TxnState",
+    "Unreadable",
     "VerificationReport",
     "Vote",
     "WebAuthnKey",
     "WellKnown",
     "WireModel",
+    "WireNumber",
     "WireTime",
     "first_error",
     "owed",
@@ -174,4 +197,5 @@ __all__ = [
     "read_amount",
     "recheck_plan",
     "required_amounts",
+    "unreadable",
 ]

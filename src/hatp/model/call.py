@@ -19,7 +19,7 @@ import jsonpointer
 from pydantic import Field, StringConstraints, ValidationError
 
 from hatp.errors import CallInvalid
-from hatp.model._base import Digest, WireModel, WireTime
+from hatp.model._base import Digest, JsonObject, WireModel, WireTime
 from hatp.model.card import PersonAddress
 from hatp.model.human import ASK_ID_PATTERN
 from hatp.model.plan import AgentText, Amount, Name
@@ -58,7 +58,7 @@ class ToolCall(WireModel):
 
     server: ServerId
     tool: ToolName
-    arguments: dict[str, Any]
+    arguments: JsonObject
 
 
 class PriceCap(WireModel):
@@ -102,7 +102,7 @@ class CallRequest(WireModel):
     requester: Agent
     on_behalf_of: PersonAddress
     call: ToolCall
-    tool_definition: dict[str, Any] | None = Field(
+    tool_definition: JsonObject | None = Field(
         default=None, description="the tool as the server lists it; its digest is bound"
     )
     address: str = Field(max_length=512)
@@ -150,9 +150,9 @@ class CallApproval(WireModel):
     approvers: list[PersonAddress] = Field(max_length=64)
     reason: str = Field(max_length=1000)
     withdrawn: bool = False
-    votes: list[dict[str, Any]] = Field(max_length=64)
-    cards: list[dict[str, Any]] = Field(max_length=64)
-    routing: dict[str, Any]
+    votes: list[JsonObject] = Field(max_length=64)
+    cards: list[JsonObject] = Field(max_length=64)
+    routing: JsonObject
     gateway: str = Field(min_length=1, max_length=512)
     decided_at: WireTime
     expires_at: WireTime

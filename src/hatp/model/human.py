@@ -18,12 +18,12 @@ would reach with nobody answering (:class:`ChainLink`), in order.
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import Field, model_validator
 from pydantic_core import PydanticCustomError
 
-from hatp.model._base import Digest, Kid, WireModel, WireTime
+from hatp.model._base import Digest, JsonObject, JsonValue, Kid, Seconds, WireModel, WireTime
 from hatp.model.card import PersonAddress
 from hatp.model.plan import AgentText, Name
 from hatp.model.signature import Signature
@@ -159,7 +159,7 @@ class Question(WireModel):
     type: QuestionType = Field(strict=False)
     prompt: AgentText
     options: list[str] | None = Field(default=None, min_length=2, max_length=64)
-    form_schema: dict[str, Any] | None = Field(default=None, alias="schema")
+    form_schema: JsonObject | None = Field(default=None, alias="schema")
     max_length: int | None = Field(default=None, ge=1, le=100_000)
     decide_by: WireTime
 
@@ -199,7 +199,7 @@ class Answer(WireModel):
     question_id: str
     question_digest: Digest
     type: QuestionType = Field(strict=False)
-    value: Any = Field(description="an option (choose), an object (form) or a string (text)")
+    value: JsonValue = Field(description="an option (choose), an object (form) or a string (text)")
     answered_by: PersonAddress
     declined_by: list[PersonAddress] = Field(
         default_factory=list, description="who declined before, in order"
@@ -217,8 +217,8 @@ class ChainLink(WireModel):
     human: PersonAddress
     sla: int = Field(gt=0, description="the card's sla.decideSeconds")
     delegate_of: PersonAddress | None = Field(description="whose delegate they are asked as")
-    starts_at: float = Field(ge=0, allow_inf_nan=False)
-    ends_at: float = Field(ge=0, allow_inf_nan=False)
+    starts_at: Seconds
+    ends_at: Seconds
 
     @model_validator(mode="after")
     def _ends_after_it_starts(self) -> ChainLink:
@@ -242,7 +242,7 @@ class ChainEstimate(WireModel):
     group_id: str
     gateway: str
     chain: list[ChainLink]
-    worst_seconds: float = Field(ge=0, allow_inf_nan=False)
+    worst_seconds: Seconds
     time: WireTime
     signature: Signature
 

@@ -26,7 +26,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from hatp.errors import PLAN_REASONS, PlanInvalid
-from hatp.model._base import WireModel, WireTime
+from hatp.model._base import JsonObject, WireModel, WireTime
 from hatp.version import require_supported
 
 __all__ = [
@@ -116,7 +116,7 @@ class Branch(WireModel):
     participant: Address = Field(description="the participant's id, e.g. mcp://airline.example")
     operation: Name
     tier: Tier = Field(strict=False)
-    args: dict[str, Any] = Field(default_factory=dict)
+    args: JsonObject = Field(default_factory=dict)
     amount: Amount | None = Field(default=None, description="what this step costs, if anything")
     settles: list[BranchId] = Field(
         default_factory=list,

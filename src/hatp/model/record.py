@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from pydantic import Field
 
-from hatp.model._base import Digest, Kid, WireModel, WireTime
+from hatp.model._base import Digest, JsonObject, Kid, WireModel, WireTime
 from hatp.model.signature import Signature
 
 #: Event types: dotted lowercase words, e.g. ``plan.proposed``, ``record.sealed``.
@@ -25,7 +23,7 @@ class RecordEvent(WireModel):
     type: str = Field(pattern=EVENT_TYPE_PATTERN)
     time: WireTime
     kid: Kid = Field(description="the emitting party's key id")
-    body: dict[str, Any]
+    body: JsonObject
     signature: Signature
 
 

@@ -9,11 +9,11 @@ binds everything a party said about one plan.
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import Field
 
-from hatp.model._base import Digest, WireModel, WireTime
+from hatp.model._base import Digest, JsonObject, PositiveSeconds, WireModel, WireTime
 from hatp.model.human import ASK_ID_PATTERN
 from hatp.model.plan import Amount, Tier
 from hatp.model.signature import Signature
@@ -150,12 +150,11 @@ class Quote(WireModel):
     valid_until: WireTime | None = Field(
         default=None, description="the cost holds until then; null: no expiry"
     )
-    lease_seconds: float | None = Field(
-        default=None, gt=0, description="holds: the longest lease a prepare now would grant"
+    lease_seconds: PositiveSeconds | None = Field(
+        default=None, description="holds: the longest lease a prepare now would grant"
     )
-    hold_seconds: float | None = Field(
+    hold_seconds: PositiveSeconds | None = Field(
         default=None,
-        gt=0,
         description="holds: how long a hold placed now could last, renewals included",
     )
     time: WireTime
@@ -216,7 +215,7 @@ class OutcomeReceipt(WireModel):
     fence: int = Field(ge=0)
     outcome: BranchState = Field(strict=False)
     undo_token: str | None = Field(default=None, description="compensate tier: undoes the commit")
-    effect: dict[str, Any] | None = Field(default=None, description="what was done, for a person")
+    effect: JsonObject | None = Field(default=None, description="what was done, for a person")
     time: WireTime
     signature: Signature
 
@@ -252,9 +251,9 @@ class Approval(WireModel):
     approvers: list[str] = Field(description="who approved (human://…), in vote order")
     reason: str = Field(max_length=1000)
     withdrawn: bool = False
-    votes: list[dict[str, Any]] = Field(description="the signed HumanVotes, in arrival order")
-    cards: list[dict[str, Any]] = Field(description="the signed Human Cards of the voters")
-    routing: dict[str, Any] = Field(description="the gateway's final signed routing record")
+    votes: list[JsonObject] = Field(description="the signed HumanVotes, in arrival order")
+    cards: list[JsonObject] = Field(description="the signed Human Cards of the voters")
+    routing: JsonObject = Field(description="the gateway's final signed routing record")
     gateway: str = Field(description="the gateway that asked and signs")
     terms_digest: Digest | None = Field(
         default=None, description="holds-first: the digest of the HoldTerms asked about"
@@ -271,7 +270,7 @@ class BranchStatus(WireModel):
     participant: str
     state: BranchState = Field(strict=False)
     fence: int = Field(ge=0, description="the highest fencing token seen for this branch")
-    receipt: dict[str, Any] | None = Field(description="the last signed receipt, if any")
+    receipt: JsonObject | None = Field(description="the last signed receipt, if any")
     flags: list[str] = Field(
         default_factory=list, description="refused requests that contradicted the outcome"
     )
