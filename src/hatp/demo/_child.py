@@ -16,8 +16,11 @@ them started together race for the same transaction.
 Test switches: ``HATP_CHILD_DECISION=reject`` makes the finance approver
 reject; ``HATP_CHILD_EDIT_CARD=AMOUNT`` has the card's bank set the card's
 available credit to AMOUNT just before the first capture, so the final step is
-refused (``PRECONDITION_CHANGED``) and the transaction unwinds. (A sold-out
-hotel needs no switch: stock the world with ``rooms=0`` before the child runs.)
+refused (``PRECONDITION_CHANGED``) and the transaction unwinds;
+``HATP_CHILD_FAULTS=hotel.abort=store-full,...`` puts participant-side faults
+in front of the named participants (:mod:`hatp.demo._faulty`: a store full or
+unreachable, a participant silent, a reply lost). (A sold-out hotel needs no
+switch: stock the world with ``rooms=0`` before the child runs.)
 
 Prints one JSON line per outcome: ``{"txnId", "state", "fenced", "reason"}``.
 """
@@ -31,11 +34,12 @@ import sys
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from hatp.clock import SystemClock
 from hatp.coordinator import Coordinator, Outcome
-from hatp.demo.trip import CARD, PAYMENTS, TripWorld
+from hatp.demo._faulty import FaultyParticipant, parse_faults
+from hatp.demo.trip import CARD, PARTICIPANT_IDS, PAYMENTS, TripWorld
 from hatp.gateway import HumanGateway
 from hatp.participant import Participant, Relay
 from hatp.store import DecisionLog, open_store
@@ -45,6 +49,9 @@ T = TypeVar("T")
 LOG_URL_ENV = "HATP_LOG_URL"
 DECISION_ENV = "HATP_CHILD_DECISION"
 EDIT_CARD_ENV = "HATP_CHILD_EDIT_CARD"
+FAULTS_ENV = "HATP_CHILD_FAULTS"
+#: Each trip participant's service name (``hotel``), as a fault spec names it.
+SERVICES = {pid.removeprefix("mcp://").split(".")[0]: pid for pid in PARTICIPANT_IDS}
 #: The child's ownership lease: short, so a successor need not wait long after a kill.
 CHILD_LEASE_SECONDS = 2.0
 #: How long ``--recover`` waits for a lease to end before giving up.
@@ -66,19 +73,70 @@ class _CardEditedBeforeCapture(Relay):
 
 
 def _coordinator(folder: Path, clock: SystemClock) -> tuple[Coordinator, DecisionLog, HumanGateway]:
-    world = TripWorld.open(folder, clock)
-    log = DecisionLog(open_store(os.environ.get(LOG_URL_ENV) or folder / "coordinator.db"))
     decision = os.environ.get(DECISION_ENV) or "approve"
     if decision not in ("approve", "reject"):
         raise SystemExit(f"{DECISION_ENV} is approve or reject, not {decision!r}")
+    return open_coordinator(
+        folder,
+        clock,
+        log_url=os.environ.get(LOG_URL_ENV) or str(folder / "coordinator.db"),
+        decision=decision,
+        edit_card=os.environ.get(EDIT_CARD_ENV) or "",
+        faults=os.environ.get(FAULTS_ENV) or "",
+        lease_seconds=CHILD_LEASE_SECONDS,
+        poll_seconds=1.0,
+    )
+
+
+def open_coordinator(
+    folder: Path,
+    clock: SystemClock,
+    *,
+    log_url: str,
+    decision: str,
+    edit_card: str = "",
+    faults: str = "",
+    **options: Any,
+) -> tuple[Coordinator, DecisionLog, HumanGateway]:
+    """A coordinator on the trip world in ``folder`` and the decision log at ``log_url``,
+    acme's people answering ``decision``; the card edited to ``edit_card`` before the
+    first capture (if given) and the participant ``faults`` (a spec, :mod:`hatp.demo._faulty`)
+    in front; ``options`` go to :meth:`TripWorld.coordinator`.
+
+    Raises:
+        SystemExit: the fault spec is malformed.
+        StoreUnavailable: a store cannot be opened.
+    """
+    world = TripWorld.open(folder, clock)
+    log = DecisionLog(open_store(log_url))
     gateway = world.gateway(world.scripted_people(decision))
     links: dict[str, Participant] = {}
-    if available := os.environ.get(EDIT_CARD_ENV):
-        links[PAYMENTS] = _CardEditedBeforeCapture(world, available)
-    coordinator = world.coordinator(
-        log, gateway, links=links, lease_seconds=CHILD_LEASE_SECONDS, poll_seconds=1.0
-    )
-    return coordinator, log, gateway
+    if edit_card:
+        links[PAYMENTS] = _CardEditedBeforeCapture(world, edit_card)
+    links.update(faulty_links(world, faults, links))
+    return world.coordinator(log, gateway, links=links, **options), log, gateway
+
+
+def faulty_links(
+    world: TripWorld, spec: str, links: dict[str, Participant]
+) -> dict[str, Participant]:
+    """The links that fail as the fault ``spec`` says, each in front of ``links``' own
+    link to its participant (else the world's participant); none for an empty spec.
+
+    Raises:
+        SystemExit: the spec is malformed (the message says how).
+    """
+    try:
+        faults = parse_faults(spec, tuple(SERVICES))
+    except ValueError as bad:
+        raise SystemExit(f"{FAULTS_ENV}: {bad}") from None
+    out: dict[str, Participant] = {}
+    for service, pid in SERVICES.items():
+        mine = [f for f in faults if f.service == service]
+        if mine:
+            inner = links.get(pid) or world.participants[pid]
+            out[pid] = FaultyParticipant(inner, world.stores[pid], mine)
+    return out
 
 
 async def _recover(coordinator: Coordinator, log: DecisionLog, clock: SystemClock) -> list[Outcome]:
