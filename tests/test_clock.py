@@ -16,6 +16,7 @@ from hatp.clock import (
     format_time,
     parse_time,
 )
+from hatp.errors import TimeInvalid
 
 
 def test_wire_time_is_utc_with_milliseconds_and_round_trips() -> None:
@@ -41,9 +42,11 @@ def test_wire_time_is_utc_with_milliseconds_and_round_trips() -> None:
     ],
 )
 def test_parse_time_refuses_anything_but_the_wire_form(text: str) -> None:
-    """[TIME-REAL]"""
-    with pytest.raises(ValueError):
+    """[TIME-REAL] A typed refusal, and a ValueError for the models that read times."""
+    with pytest.raises(TimeInvalid) as caught:
         parse_time(text)
+    assert isinstance(caught.value, ValueError)
+    assert caught.value.code == "TIME_INVALID"
 
 
 def test_a_year_either_side_of_every_wire_time_is_still_a_time() -> None:

@@ -11,6 +11,8 @@ import re
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
+from hatp.errors import TimeInvalid
+
 __all__ = [
     "EARLIEST_WIRE_TIME",
     "LATEST_WIRE_TIME",
@@ -109,20 +111,22 @@ def parse_time(text: str) -> datetime:
     """Parse the wire form written by :func:`format_time`: a real instant in range.
 
     Raises:
-        ValueError: ``text`` is not exactly of the form ``YYYY-MM-DDTHH:MM:SS.mmmZ``,
-            names no real instant (30 February, hour 24, year 0), or lies outside
+        TimeInvalid: (a ``ValueError``) ``text`` is not exactly of the form
+            ``YYYY-MM-DDTHH:MM:SS.mmmZ``, names no real instant (30 February,
+            hour 24, year 0), or lies outside
             [:data:`EARLIEST_WIRE_TIME`, :data:`LATEST_WIRE_TIME`).
     """
     if type(text) is not str or not _TIME_RE.fullmatch(text):
-        raise ValueError(f"{text!r} is not a wire time (YYYY-MM-DDTHH:MM:SS.mmmZ)")
+        shown = repr(text)[:60]
+        raise TimeInvalid(f"{shown} is not a wire time (YYYY-MM-DDTHH:MM:SS.mmmZ)")
     # The shape is fixed above; fromisoformat checks the calendar (and is
     # ten times faster than strptime, which matters per record event).
     try:
         moment = datetime.fromisoformat(text)
     except ValueError:
-        raise ValueError(f"{text} is not a real instant (no such day or hour)") from None
+        raise TimeInvalid(f"{text} is not a real instant (no such day or hour)") from None
     if not EARLIEST_WIRE_TIME <= moment < LATEST_WIRE_TIME:
-        raise ValueError(
+        raise TimeInvalid(
             f"{text} is outside the wire time range "
             f"[{format_time(EARLIEST_WIRE_TIME)}, {format_time(LATEST_WIRE_TIME)})"
         )

@@ -8,6 +8,7 @@ MCP JSON-RPC error.
 
     HatpError
     ├── InvalidJson            INVALID_JSON
+    ├── TimeInvalid            TIME_INVALID        (also a ValueError: not a wire time)
     ├── VersionUnsupported     VERSION_UNSUPPORTED
     ├── SignatureInvalid       SIGNATURE_INVALID   (data.reason says which check)
     ├── KeyInvalid             KEY_INVALID
@@ -152,6 +153,18 @@ class InvalidJson(HatpError):
     """
 
     code = "INVALID_JSON"
+
+
+class TimeInvalid(HatpError, ValueError):
+    """A text that is not a wire time: not ``YYYY-MM-DDTHH:MM:SS.mmmZ``, no real
+    instant (30 February, hour 24, year 0), or outside the wire range
+    (docs/spec.md [TIME-REAL]). Also a ``ValueError``, so that a wire model reading
+    one reports it as its own shape error."""
+
+    code = "TIME_INVALID"
+
+
+__all__ += ["TimeInvalid"]
 
 
 class VersionUnsupported(HatpError):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -107,3 +108,71 @@ def test_record_checked_against_a_keyring_missing_a_signer_fails(
     assert result.exit_code == 1
     details = [f["detail"] for f in json.loads(result.stdout)["findings"] if f["result"] == "fail"]
     assert any("KID_UNKNOWN" in d for d in details)
+
+
+def _edited(edit: Any) -> bytes:
+    record = json.loads(good_record())
+    edit(record)
+    return json.dumps(record).encode()
+
+
+def _set(path: tuple[Any, ...], value: Any) -> Any:
+    def edit(record: dict[str, Any]) -> None:
+        target: Any = record
+        for part in path[:-1]:
+            target = target[part]
+        target[path[-1]] = value
+
+    return edit
+
+
+MALFORMED: dict[str, bytes] = {
+    "record version a list": _edited(_set(("hatpVersion",), ["0.1"])),
+    "record version an object": _edited(_set(("hatpVersion",), {"v": "0.1"})),
+    "event version a list": _edited(_set(("events", 1, "hatpVersion"), ["0.1"])),
+    "event version an object": _edited(_set(("events", 1, "hatpVersion"), {})),
+    "event a list": _edited(_set(("events", 1), [1, 2])),
+    "signature a list": _edited(_set(("events", 1, "signature"), ["Ed25519"])),
+    "signature kid a list": _edited(_set(("events", 1, "signature", "kid"), ["k"])),
+    "seq a string": _edited(_set(("events", 1, "seq"), "1")),
+    "time a number": _edited(_set(("events", 1, "time"), 1.5)),
+    "time 30 February": _edited(_set(("events", 1, "time"), "2026-02-30T00:00:00.000Z")),
+    "type a list": _edited(_set(("events", 1, "type"), ["txn.planned"])),
+    "body a list": _edited(_set(("events", 1, "body"), [])),
+    "seal body a list": _edited(_set(("events", -1, "body"), [4])),
+    "head a list": _edited(_set(("head",), ["sha256:x"])),
+    "events an object": _edited(_set(("events",), {"0": {}})),
+    "record id a list": _edited(_set(("recordId",), ["txn"])),
+    "record a string": b'"txn"',
+    "record null": b"null",
+}
+
+
+@pytest.mark.parametrize("name", sorted(MALFORMED))
+def test_a_malformed_member_is_a_finding_or_unusable_input_never_a_traceback(
+    tmp_path: Path, name: str
+) -> None:
+    """[VFY-EXIT] Exit 1 (INVALID) or 2 (unusable input, with the error's code), nothing else."""
+    path = tmp_path / "record.json"
+    path.write_bytes(MALFORMED[name])
+    result = runner.invoke(app, ["verify", str(path), "--keys", KEYRING])
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    assert result.exit_code in (1, 2), result.output
+    if result.exit_code == 1:
+        assert "INVALID" in result.stdout
+    else:
+        assert "error" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "keyring",
+    [b"[]", b'{"hatpVersion": ["0.1"]}', b'{"hatpVersion": "0.1", "keys": [1], '
+     b'"trustedIssuers": ["x"]}', b'{"hatpVersion": "0.1", "keys": {}, "trustedIssuers": 7}'],
+)  # fmt: skip
+def test_a_malformed_keyring_is_unusable_input(good: Path, tmp_path: Path, keyring: bytes) -> None:
+    """[VFY-EXIT]"""
+    keys = tmp_path / "keys.json"
+    keys.write_bytes(keyring)
+    result = runner.invoke(app, ["verify", str(good), "--keys", str(keys)])
+    assert result.exit_code == 2, result.output
+    assert "KEYRING_INVALID" in result.stderr or "VERSION_UNSUPPORTED" in result.stderr

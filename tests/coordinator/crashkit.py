@@ -31,7 +31,14 @@ import pytest
 from hatp._faults import CRASH_ENV, PAUSE_ENV
 from hatp.clock import SystemClock
 from hatp.coordinator import Coordinator, Outcome
-from hatp.demo._child import CHILD_LEASE_SECONDS, DECISION_ENV, EDIT_CARD_ENV, LOG_URL_ENV
+from hatp.demo._child import (
+    ATTEMPTS_ENV,
+    CHILD_LEASE_SECONDS,
+    DECISION_ENV,
+    EDIT_CARD_ENV,
+    FAULTS_ENV,
+    LOG_URL_ENV,
+)
 from hatp.demo.trip import COORDINATOR, PARTICIPANT_IDS, TripWorld, trip_plan
 from hatp.evidence import verify_record
 from hatp.model import Result, TxnState
@@ -45,7 +52,15 @@ POLL_SECONDS = 0.05
 ALL_WHOLE = dict.fromkeys(PARTICIPANT_IDS, "whole")
 ALL_NONE = dict.fromkeys(PARTICIPANT_IDS, "none")
 CHILD = [sys.executable, "-m", "hatp.demo._child"]
-_SWITCHES = (CRASH_ENV, PAUSE_ENV, DECISION_ENV, EDIT_CARD_ENV, LOG_URL_ENV)
+_SWITCHES = (
+    CRASH_ENV,
+    PAUSE_ENV,
+    DECISION_ENV,
+    EDIT_CARD_ENV,
+    FAULTS_ENV,
+    ATTEMPTS_ENV,
+    LOG_URL_ENV,
+)
 
 
 @dataclass
@@ -86,11 +101,13 @@ class Site:
         self._opened.append(store)
         return DecisionLog(store)
 
-    def plan_file(self, **options: Any) -> Path:
-        """Write the trip plan (``trip_plan`` options) for the children; return its path."""
+    def plan_file(self, extra: dict[str, Any] | None = None, **options: Any) -> Path:
+        """Write the trip plan (``trip_plan`` options, then the members of ``extra``) for
+        the children; return its path."""
         decide_by = self.clock.now() + timedelta(minutes=10)
         path = self.folder / f"{self.txn_id}.json"
-        path.write_text(json.dumps(trip_plan(self.txn_id, decide_by=decide_by, **options)))
+        plan = {**trip_plan(self.txn_id, decide_by=decide_by, **options), **(extra or {})}
+        path.write_text(json.dumps(plan))
         return path
 
     def start(self, *args: str, **switches: str) -> subprocess.Popen[str]:
@@ -109,11 +126,13 @@ class Site:
         """Run a coordinator child to its end (or its death)."""
         return finish(self.start(*args, **switches))
 
-    def crash(self, crash_at: str, **switches: str) -> Finished:
-        """Run the plan in a child that must die by SIGKILL at ``crash_at``."""
-        done = self.run(
-            str(self.folder), str(self.plan_file()), **{CRASH_ENV: crash_at}, **switches
-        )
+    def crash(
+        self, crash_at: str, *, extra: dict[str, Any] | None = None, **switches: str
+    ) -> Finished:
+        """Run the plan (with ``extra`` members) in a child that must die by SIGKILL at
+        ``crash_at``."""
+        plan = self.plan_file(extra)
+        done = self.run(str(self.folder), str(plan), **{CRASH_ENV: crash_at}, **switches)
         if done.returncode != -signal.SIGKILL:
             pytest.fail(f"the child was to be killed at {crash_at!r}: {done.describe()}")
         return done

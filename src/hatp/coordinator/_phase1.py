@@ -21,6 +21,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from hatp import _checks
+from hatp._faults import fault_point
 from hatp.clock import Clock, format_time, parse_time
 from hatp.coordinator._gateway import ApprovalRequest, Gateway
 from hatp.coordinator._holds import HoldKeeper, approve_by, deadline_body
@@ -308,6 +309,7 @@ class Phase1:
             receipt=receipt,
             problem=problem,
         )
+        fault_point(f"prepared.after:{branch.branch_id}")  # voted, nothing decided
         if problem is None and parsed is not None:
             run.prepares[branch.branch_id] = parsed
             return None

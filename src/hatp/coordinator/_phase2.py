@@ -179,6 +179,7 @@ class Phase2:
                     fault_point(f"commit.after:{bid}")
                     if run.state is TxnState.IN_DOUBT:
                         run.flush(self._log, state=TxnState.COMMITTING)
+                        fault_point("log.committing")
                     return parsed
                 silence = f"unusable receipt: {problem}"
             if attempt == 1 and _checks.is_on("COORD-IN-DOUBT"):
@@ -186,6 +187,7 @@ class Phase2:
                     self._key, TxnEvent.IN_DOUBT, branchId=bid, attempt=attempt, detail=silence
                 )
                 run.flush(self._log, state=TxnState.IN_DOUBT)
+                fault_point("log.in-doubt")
             elif not _checks.is_on("COORD-IN-DOUBT"):
                 return HatpError(f"{bid}: {silence}")  # the naive reading: silence is failure
             due = None
@@ -214,6 +216,7 @@ class Phase2:
             return due
         await self._escalator.escalate(run, branch, silence)
         run.flush(self._log)
+        fault_point("log.escalated")
         return None
 
     async def _wait(self, attempt: int, until: datetime | None = None) -> None:

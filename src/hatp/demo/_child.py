@@ -19,8 +19,10 @@ available credit to AMOUNT just before the first capture, so the final step is
 refused (``PRECONDITION_CHANGED``) and the transaction unwinds;
 ``HATP_CHILD_FAULTS=hotel.abort=store-full,...`` puts participant-side faults
 in front of the named participants (:mod:`hatp.demo._faulty`: a store full or
-unreachable, a participant silent, a reply lost). (A sold-out hotel needs no
-switch: stock the world with ``rooms=0`` before the child runs.)
+unreachable, a participant silent, a reply lost), and
+``HATP_CHILD_MAX_ATTEMPTS=N`` makes the child give up on a silent participant
+after N sends (leaving the transaction open for recovery). (A sold-out hotel
+needs no switch: stock the world with ``rooms=0`` before the child runs.)
 
 Prints one JSON line per outcome: ``{"txnId", "state", "fenced", "reason"}``.
 """
@@ -50,6 +52,7 @@ LOG_URL_ENV = "HATP_LOG_URL"
 DECISION_ENV = "HATP_CHILD_DECISION"
 EDIT_CARD_ENV = "HATP_CHILD_EDIT_CARD"
 FAULTS_ENV = "HATP_CHILD_FAULTS"
+ATTEMPTS_ENV = "HATP_CHILD_MAX_ATTEMPTS"
 #: Each trip participant's service name (``hotel``), as a fault spec names it.
 SERVICES = {pid.removeprefix("mcp://").split(".")[0]: pid for pid in PARTICIPANT_IDS}
 #: The child's ownership lease: short, so a successor need not wait long after a kill.
@@ -76,6 +79,9 @@ def _coordinator(folder: Path, clock: SystemClock) -> tuple[Coordinator, Decisio
     decision = os.environ.get(DECISION_ENV) or "approve"
     if decision not in ("approve", "reject"):
         raise SystemExit(f"{DECISION_ENV} is approve or reject, not {decision!r}")
+    attempts = os.environ.get(ATTEMPTS_ENV) or "20"
+    if not attempts.isdigit() or int(attempts) < 1:
+        raise SystemExit(f"{ATTEMPTS_ENV} is a whole number above 0, not {attempts!r}")
     return open_coordinator(
         folder,
         clock,
@@ -85,6 +91,7 @@ def _coordinator(folder: Path, clock: SystemClock) -> tuple[Coordinator, Decisio
         faults=os.environ.get(FAULTS_ENV) or "",
         lease_seconds=CHILD_LEASE_SECONDS,
         poll_seconds=1.0,
+        max_attempts=int(attempts),
     )
 
 

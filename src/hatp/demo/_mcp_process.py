@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TextIO
 
@@ -92,12 +94,18 @@ class HttpServer:
         """The running process's id, or ``None``."""
         return None if self._process is None else self._process.pid
 
+    @property
+    def running(self) -> bool:
+        """Whether the process was started and has not ended (a killed one has)."""
+        return self._process is not None and self._process.returncode is None
+
     def client(self) -> Client:
         """A new MCP client for this server, declaring the hatp extension."""
         return Client(self.url, extensions=[advertise(EXTENSION_ID)])
 
-    async def start(self) -> None:
-        """Start the process and wait until it accepts connections.
+    async def start(self, env: Mapping[str, str] | None = None) -> None:
+        """Start the process and wait until it accepts connections; ``env`` adds to
+        its environment for this start only (a test's ``HATP_CRASH_AT``).
 
         Raises:
             ParticipantUnavailable: it exited or stayed silent for :data:`START_SECONDS`.
@@ -108,6 +116,7 @@ class HttpServer:
                 stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=errlog,
+                env=None if env is None else {**os.environ, **env},
             )
         self._process = process
         line = b""

@@ -83,12 +83,18 @@ def verify(obj: Mapping[str, Any], keyring: Keyring) -> Verified:
     Raises:
         VersionUnsupported: step 1, the object's version is unknown [VER-KNOWN].
         SignatureInvalid: with ``data.reason``:
+            ``MALFORMED`` (``obj`` is not an object at all, [SIG-MEMBER]),
             ``MISSING`` / ``MALFORMED`` (step 2, [SIG-MEMBER]),
             ``ALG_NONE`` / ``ALG_UNKNOWN`` (step 3, [SIG-ALG]),
             ``KID_UNKNOWN`` / ``ISSUER_UNTRUSTED`` (step 4, [SIG-KID], [SIG-ISSUER]),
             ``BAD_ENCODING`` (step 5, [SIG-ENCODING]),
             ``BAD_LENGTH`` / ``BAD_SIGNATURE`` (step 6, [SIG-LENGTH], [SIG-CRYPTO]).
     """
+    if not isinstance(obj, Mapping):
+        _log.info("refused a signed object that is a %s, not an object", type(obj).__name__)
+        raise SignatureInvalid(
+            "MALFORMED", f"a signed object is a JSON object, not {type(obj).__name__}"
+        )
     # 1. A version this build knows, or nothing else is looked at.
     require_supported(obj)
     # 2. The signature member has exactly alg, kid, sig, all strings.

@@ -108,8 +108,10 @@ class Event:
         return f"event {self.position} ({self.type})"
 
     @property
-    def branch(self) -> Any:
-        return self.body.get("branchId")
+    def branch(self) -> str | None:
+        """The ``branchId`` the body names; one that is not a string is kept as text no
+        branch id can be, so that it names no branch of the plan and stays hashable."""
+        return _key_text(self.body.get("branchId"))
 
     def get(self, member: str) -> Any:
         return self.body.get(member)
@@ -186,6 +188,12 @@ class Txn:
         if outcome is not None and outcome.get("state") == TxnState.COMMITTED:
             return outcome, decided.position if decided is not None else outcome.position
         return None
+
+
+def _key_text(value: Any) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    return f"<not an id: {value!r:.60}>"
 
 
 def wire_time(value: Any) -> datetime | None:

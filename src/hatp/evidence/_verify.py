@@ -140,7 +140,7 @@ def _check_event(
     version, seq, kid = event.get(VERSION_FIELD), event.get("seq"), event.get("kid")
     tally.expect(
         "REC-VERSION",
-        version in SUPPORTED_VERSIONS,
+        isinstance(version, str) and version in SUPPORTED_VERSIONS,
         position,
         lambda: (
             f"{name()} is hatp version {version!r}; this verifier reads "

@@ -278,6 +278,8 @@ class ParticipantServer:
                 result = table[row.state](call)
                 if call.row.fence < fence:
                     call.save()  # a repeat still remembers a higher fence [PART-FENCE]
+                # Everything is written and nothing committed: a crash here loses it all.
+                fault_point(f"participant.{request.method}.staged")
         except OutcomeConflict as conflict:
             # Refused and rolled back; the flag is written on its own so it survives.
             note = (

@@ -21,6 +21,7 @@ only after every rule holds, in this order (docs/spec.md §22):
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
@@ -81,6 +82,8 @@ State = dict[RecordName, Columns | None]
 PlanId = Annotated[str, StringConstraints(pattern=r"^[!-~]{1,200}$")]
 PrincipalId = Annotated[str, StringConstraints(pattern=r"^[!-~]{1,512}$")]
 TypeName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z][A-Za-z0-9_.-]{0,127}$")]
+
+_log = logging.getLogger(__name__)
 
 
 class CorrectionItem(WireModel):
@@ -420,7 +423,10 @@ def _expected(
         before = {name: _copy(state.get(name)) for name in names}
         try:
             after = correction.expect(params, before)
-        except ValueError as exc:
+        except (ValueError, TypeError, KeyError, ArithmeticError) as exc:
+            # The snapshot is the plan's word, not the database's: a column of
+            # the wrong type breaks the correction's arithmetic, not hatp.
+            _log.info("write plan refused: %s cannot be made to its snapshot", correction.name)
             raise _invalid(
                 "POSTCONDITION",
                 f"correction {index} ({correction.name}) cannot be made to the snapshot: {exc}",
