@@ -342,6 +342,12 @@ def _resealed_short() -> Any:
     return record
 
 
+def _unsigned_member() -> Any:
+    # Every event and the head verify; beside them, a member nobody signed that a
+    # reader of the file could take as part of the record.
+    return {**_record(), "approvedBy": "cfo@acme.example (by phone, amount raised to 99999.00)"}
+
+
 def _deep() -> bytes:
     return b"[" * 65 + b"]" * 65
 
@@ -669,6 +675,8 @@ CASES: tuple[Planted, ...] = (
     Planted("resealed-short", "REC-HEAD", "record",
             "cut short and re-sealed by a key holder; caught by a pinned head",
             _resealed_short, expected_head=digest(_record()["events"][-1])),
+    Planted("record-unsigned-member", "REC-UNSIGNED", "record",
+            "a member beside the signed events that no party signed", _unsigned_member),
     Planted("txn-plan-edited", "TXN-PLAN", "record",
             "the card charge raised in the logged plan after every party signed its digest",
             _txn_plan_edited),

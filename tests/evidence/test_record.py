@@ -45,7 +45,7 @@ def test_written_record_passes_every_chain_rule() -> None:
     assert report.head == record["head"] == digest(record["events"][-1])
     assert {f.rule for f in report.findings} == {
         "REC-VERSION", "REC-SHAPE", "REC-ID", "REC-SEQ", "REC-PREV",
-        "REC-KID", "REC-SIG", "REC-TIME", "REC-SEAL", "REC-HEAD",
+        "REC-KID", "REC-SIG", "REC-TIME", "REC-SEAL", "REC-HEAD", "REC-UNSIGNED",
     }  # fmt: skip
 
 
@@ -219,3 +219,11 @@ def test_append_refuses_a_body_the_record_could_not_be_read_back_with() -> None:
         writer.append("step.done", {"deep": deep}, KEYS[0])
     assert caught.value.data["rule"] == "JSON-DEPTH"
     assert writer.head is None  # nothing was appended
+
+
+@pytest.mark.parametrize("member", ["note", "signature", "approvedBy"])
+def test_a_member_beside_the_signed_events_fails_rec_unsigned(member: str) -> None:
+    """[REC-UNSIGNED] The events and head verify; the extra member is bytes nobody signed."""
+    record = {**make_record(2), member: "approved by the cfo, by phone"}
+    assert failing(verify_record(record, RING)) == [("REC-UNSIGNED", None)]
+    assert failing(verify_record(make_record(2), RING)) == []

@@ -45,7 +45,11 @@ CHAIN_RULES: dict[str, str] = {
     "REC-TIME": "event times never go backwards",
     "REC-SEAL": "the record ends with one record.sealed event counting the rest",
     "REC-HEAD": "the head digest is the digest of the last event",
+    "REC-UNSIGNED": "the record holds nothing unsigned but its version, id, events and head",
 }
+
+#: The members of a record; everything else in one would be bytes nobody signed.
+RECORD_MEMBERS = frozenset({VERSION_FIELD, "recordId", "events", "head"})
 
 
 def load_record(path: str | Path) -> dict[str, Any]:
@@ -96,6 +100,7 @@ def verify_record(
     head = previous_digest if events else None
     _check_seal(tally, events)
     _check_head(tally, record.get("head"), head, expected_head, bool(events))
+    _check_unsigned(tally, record)
     findings = tally.findings({"REC-SIG": f"{len(events)} event signatures verify"})
     if is_transaction(events):
         findings += transaction_findings(record_id, events, keyring)
@@ -241,6 +246,22 @@ def _check_seal(tally: Tally, events: list[Any]) -> None:
         tally.fail("REC-SEAL", f"the seal counts {body!r} but {last} events precede it", last)
         return
     tally.ran("REC-SEAL")
+
+
+def _check_unsigned(tally: Tally, record: Mapping[str, Any]) -> None:
+    # The events are signed and the head names the last of them; a member beside
+    # them is text no party vouched for, which a reader might still take as part
+    # of the record (a "note", a "status").
+    extra = sorted(str(key) for key in record if key not in RECORD_MEMBERS)
+    tally.expect(
+        "REC-UNSIGNED",
+        not extra,
+        None,
+        lambda: (
+            f"the record holds member(s) {', '.join(repr(k[:60]) for k in extra[:5])} "
+            "beside hatpVersion, recordId, events and head: unsigned, vouched for by nobody"
+        ),
+    )
 
 
 def _check_head(
