@@ -140,15 +140,18 @@ class Run:
         return ", ".join(parts)
 
 
-def draw(rng: random.Random, index: int, prefix: str, span: float) -> Run:
-    """Draw one run's set-up; ``span`` is about how long a coordinator takes."""
+def draw(
+    rng: random.Random, index: int, prefix: str, span: float, kinds: tuple[str, ...] = FAULT_KINDS
+) -> Run:
+    """Draw one run's set-up; ``span`` is about how long a coordinator takes, ``kinds`` the
+    participant faults to draw from."""
     trips = rng.choice((1, 1, 2, 3))
     faults = ""
     if rng.random() < 0.5:
         method = rng.choice(FAULT_METHODS)
         service = "calendar" if method == "compensate" else rng.choice(tuple(SERVICES))
         times = rng.choice(("", "", "*1", "*2"))
-        faults = f"{service}.{method}={rng.choice(FAULT_KINDS)}{times}"
+        faults = f"{service}.{method}={rng.choice(kinds)}{times}"
     return Run(
         index=index,
         txn_ids=tuple(f"{prefix}-{index}-{k}" for k in range(trips)),
@@ -404,7 +407,8 @@ def soak(name: str, log_url: str | None, args: argparse.Namespace, work: Path) -
     runner = Soak(name, log_url, work, args.span)
     for index in range(args.runs):
         rng = random.Random(f"{args.seed}/{name}/{index}")
-        runner.one(draw(rng, index, f"soak-{args.seed}-{name}-{secrets.token_hex(2)}", args.span))
+        prefix = f"soak-{args.seed}-{name}-{secrets.token_hex(2)}"
+        runner.one(draw(rng, index, prefix, args.span, args.kinds))
     tally = runner.tally
     states = ", ".join(f"{n} {s}" for s, n in sorted(tally.states.items()))
     kills = ", ".join(f"{n} {k}" for k, n in sorted(tally.kills.items()))
@@ -425,9 +429,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--span", type=float, default=0.4, help="the longest random delay, s")
     parser.add_argument("--postgres", default=DEFAULT_POSTGRES, help="a server to create on")
     parser.add_argument("--keep", type=Path, help="keep every run's folder under this one")
+    parser.add_argument(
+        "--kinds",
+        default=",".join(FAULT_KINDS),
+        help="the participant faults drawn from, comma-separated (default: every kind)",
+    )
     args = parser.parse_args(argv)
     if args.runs < 1:
         parser.error("--runs is at least 1")
+    args.kinds = tuple(k for k in args.kinds.split(",") if k)
+    if not args.kinds or set(args.kinds) - set(FAULT_KINDS):
+        parser.error(f"--kinds names some of {', '.join(FAULT_KINDS)}")
     multiprocessing.set_forkserver_preload(["hatp.demo._child", "hatp.evidence", "psycopg"])
     names = ("sqlite", "postgresql") if args.db == "both" else (args.db,)
     print(f"soak: seed {args.seed}, {args.runs} runs on {', '.join(names)}", flush=True)
