@@ -70,7 +70,10 @@ MCP JSON-RPC error.
     ├── SignInRefused          SIGN_IN_REFUSED     (data.reason: a key of SIGN_IN_REASONS)
     ├── InviteInvalid          INVITE_INVALID      (data.reason: a key of INVITE_REASONS)
     ├── OriginRefused          ORIGIN_REFUSED      (HTTP 403; data.origin)
-    └── CallerRefused          CALLER_REFUSED      (HTTP 403; data.caller, data.named)
+    ├── CallerRefused          CALLER_REFUSED      (HTTP 403; data.caller, data.named)
+    ├── NotFound               NOT_FOUND           (HTTP 404; data.path)
+    ├── MethodNotAllowed       METHOD_NOT_ALLOWED  (HTTP 405; data.method, data.allowed)
+    └── UnsupportedMediaType   UNSUPPORTED_MEDIA_TYPE (HTTP 415; data.content_type)
 """
 
 from __future__ import annotations
@@ -1056,4 +1059,26 @@ class CallerRefused(HatpError):
     code = "CALLER_REFUSED"
 
 
-__all__ += ["CallerRefused"]
+class NotFound(HatpError):
+    """No route of the JSON API serves this path (``data.path``; HTTP 404): the routes are
+    in ``/openapi.json``."""
+
+    code = "NOT_FOUND"
+
+
+class MethodNotAllowed(HatpError):
+    """The path is served, but not for this method (``data.method``; ``data.allowed``
+    lists the methods it takes, as the ``Allow`` header does; HTTP 405); nothing ran."""
+
+    code = "METHOD_NOT_ALLOWED"
+
+
+class UnsupportedMediaType(HatpError):
+    """A request to the JSON API that is not sent as ``application/json``
+    (``data.content_type``: what it named, or ``None``; HTTP 415), refused before its
+    body is read, so a form another site posts never reaches an operation."""
+
+    code = "UNSUPPORTED_MEDIA_TYPE"
+
+
+__all__ += ["CallerRefused", "MethodNotAllowed", "NotFound", "UnsupportedMediaType"]

@@ -450,7 +450,7 @@ def test_recovery_over_http_restores_the_pre_image(tickets: Any, mode: RecoveryM
         await leases.send("PATCH", "/tickets/4711", json={"status": "closed"}, lease=lease)
         recovered = await leases.recover(lease["leaseId"])
         again = await leases.recover(lease["leaseId"])
-        raw = await http.post(f"/leases/{lease['leaseId']}/recover")
+        raw = await http.post(f"/leases/{lease['leaseId']}/recover", json={})
         return lease, recovered, again, raw, await leases.lease(lease["leaseId"])
 
     lease, recovered, again, raw, kept = tickets.run(run)
@@ -508,7 +508,7 @@ def test_recovery_after_a_later_change_is_409_recovery_refused(tickets: Any) -> 
         touch(tickets.store, 4711, notes="changed behind the lease")
         with pytest.raises(RecoveryRefused) as caught:
             await leases.recover(lease["leaseId"])
-        return caught.value, await http.post(f"/leases/{lease['leaseId']}/recover")
+        return caught.value, await http.post(f"/leases/{lease['leaseId']}/recover", json={})
 
     refused, raw = tickets.run(run)
     assert refused.data["reason"] == "MOVED"
@@ -523,7 +523,7 @@ def test_an_escrowed_lease_is_restored_by_the_authenticated_person(tickets: Any)
     async def run(http: httpx2.AsyncClient, leases: LeaseClient) -> Any:
         lease = await _grant(leases, tickets, RecoveryMode.HUMAN_ESCROW)
         await leases.send("PATCH", "/tickets/4711", json={"status": "closed"}, lease=lease)
-        escalated = await http.post(f"/leases/{lease['leaseId']}/recover")
+        escalated = await http.post(f"/leases/{lease['leaseId']}/recover", json={})
         path = f"/leases/{lease['leaseId']}/restore"
         pre_image = escalated.json()["case"]["preImage"]
         anonymous = await http.post(path, json={"state": pre_image})

@@ -1,10 +1,11 @@
-"""[API-TOKEN] [API-CALLER] hatp serve's JSON API for its callers alone, with ``[api] callers``.
+"""[API-TOKEN] [API-CALLER] [API-OWNER] hatp serve's JSON API for its callers alone.
 
-The trip world behind the app, one token for the travel bot (an agent, the trip
-plan's initiator), one for another agent, and one for a service (a coordinator
-elsewhere). Without a token, or with one nobody holds, nothing runs (401); an
-agent's token speaks only for that agent (403); the pages that are not the API
-stay open; and with the checks switched off the planted requests go through.
+With ``[api] callers``: the trip world behind the app, one token for the travel
+bot (an agent, the trip plan's initiator), one for another agent, and one for a
+service (a coordinator elsewhere). Without a token, or with one nobody holds,
+nothing runs (401); an agent's token speaks only for that agent (403) and acts
+only on its own asks and transactions (403); the pages that are not the API stay
+open; and with the checks switched off the planted requests go through.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from hatp.demo import GATEWAY, TripWorld
 from hatp.demo._people import DIRECTORY
 from hatp.demo.trip import INITIATOR
 from hatp.errors import ConfigInvalid
+from hatp.evidence import verify
 from hatp.http import (
     ApiCallers,
     api_token_digest,
@@ -136,6 +138,118 @@ def test_a_call_and_a_question_are_asked_only_by_the_agent_they_name(serve: Any,
         assert _code(call)[:2] == _code(asked)[:2] == (403, "CALLER_REFUSED")
 
 
+def test_an_agent_reads_and_changes_only_its_own_asks(serve: Any) -> None:
+    """[API-OWNER] an ask for the travel bot's plan (asked by a service), its call and its
+    question: the expense bot's token can neither poll, tighten nor withdraw them (403
+    CALLER_REFUSED naming the owner), and the ask stays open; the travel bot's and the
+    service's tokens can."""
+    served: Served = serve(callers=CALLERS, decision="never")
+    request = call_request(served.clock, payments_server(served.world).gate)
+    ask_body = served.ask_body("trip-own")
+
+    async def go(http: httpx2.AsyncClient) -> dict[str, Any]:
+        asked = await http.post("/gateway/asks", json=ask_body, headers=_as(SERVICE))
+        ask_id = asked.json()["answer"]["askId"]
+        call = await http.post("/gateway/calls", json={"request": request}, headers=_as(INITIATOR))
+        call_id = call.json()["answer"]["askId"]
+        question = await http.post(
+            "/gateway/questions", json={"question": served.question()}, headers=_as(INITIATOR)
+        )
+        question_id = question.json()["answer"]["askId"]
+        other = _as(OTHER_AGENT)
+        tightened = {"decideBy": ask_body["decideBy"]}
+        return {
+            "poll": await http.get(f"/gateway/asks/{ask_id}", headers=other),
+            "tighten": await http.post(
+                f"/gateway/asks/{ask_id}/tighten", json=tightened, headers=other
+            ),
+            "withdraw": await http.post(
+                f"/gateway/asks/{ask_id}/withdraw", json={"reason": "mine now"}, headers=other
+            ),
+            "call": await http.get(f"/gateway/calls/{call_id}", headers=other),
+            "question": await http.get(f"/gateway/questions/{question_id}", headers=other),
+            "unknown": await http.get("/gateway/asks/ask-nobody-made", headers=other),
+            "own": await http.get(f"/gateway/asks/{ask_id}", headers=_as(INITIATOR)),
+            "own call": await http.get(f"/gateway/calls/{call_id}", headers=_as(INITIATOR)),
+            "service": await http.get(f"/gateway/questions/{question_id}", headers=_as(SERVICE)),
+            "ask_id": ask_id,
+        }
+
+    got = served.run(go)
+    for what in ("poll", "tighten", "withdraw", "call", "question"):
+        assert _code(got[what])[:2] == (403, "CALLER_REFUSED"), (what, got[what].text)
+        data = got[what].json()["data"]
+        assert (data["caller"], data["named"]) == (OTHER_AGENT, INITIATOR), what
+    assert got["poll"].json()["data"]["about"] == f"ask {got['ask_id']}"
+    assert _code(got["unknown"]) == (404, "ASK_UNKNOWN", None)
+    for what in ("own", "own call", "service"):
+        assert got[what].status_code == 200, (what, got[what].text)
+    assert got["own"].json()["answer"]["kind"] == "pending"  # not withdrawn
+
+
+def test_an_agent_reads_and_holds_only_its_own_transactions(serve: Any) -> None:
+    """[API-OWNER] the travel bot's transaction: the expense bot's token cannot read its
+    state or record, nor take, renew or release its lease (403); the travel bot's can."""
+    served: Served = serve(callers=CALLERS, decision="never")
+    txn = "/coordinator/txns/trip-held"
+    lock = {"owner": "other-worker", "seconds": 30}
+
+    async def go(http: httpx2.AsyncClient) -> dict[str, httpx2.Response]:
+        plan = served.plan("trip-held")
+        begun = await http.post("/coordinator/txns", json={"plan": plan}, headers=_as(INITIATOR))
+        assert begun.status_code == 201, begun.text
+        other = _as(OTHER_AGENT)
+        return {
+            "state": await http.get(txn, headers=other),
+            "record": await http.get(txn + "/record", headers=other),
+            "lock": await http.post(txn + "/lock", json=lock, headers=other),
+            "renew": await http.post(txn + "/lock/renew", json={**lock, "fence": 1}, headers=other),
+            "release": await http.post(
+                txn + "/lock/release", json={"owner": "x", "fence": 1}, headers=other
+            ),
+            "own": await http.get(txn + "/record", headers=_as(INITIATOR)),
+            "service": await http.get(txn, headers=_as(SERVICE)),
+        }
+
+    got = served.run(go)
+    for what in ("state", "record", "lock", "renew", "release"):
+        assert _code(got[what])[:2] == (403, "CALLER_REFUSED"), (what, got[what].text)
+        assert got[what].json()["data"]["about"] == "transaction trip-held"
+    assert got["own"].status_code == got["service"].status_code == 200
+
+
+def test_a_withdrawal_names_who_withdrew_the_ask(serve: Any) -> None:
+    """[GW-WITHDRAWN-BY] the signed withdrawn reject names the caller whose token withdrew
+    the ask, not "its asker"."""
+    served: Served = serve(callers=CALLERS, decision="never")
+
+    async def go(http: httpx2.AsyncClient) -> dict[str, Any]:
+        asked = await http.post(
+            "/gateway/asks", json=served.ask_body("trip-gone"), headers=_as(SERVICE)
+        )
+        ask_id = asked.json()["answer"]["askId"]
+        done = await http.post(
+            f"/gateway/asks/{ask_id}/withdraw",
+            json={"reason": "plan changed"},
+            headers=_as(INITIATOR),
+        )
+        assert done.status_code == 200, done.text
+        polled = await http.get(f"/gateway/asks/{ask_id}", headers=_as(INITIATOR))
+        answer: dict[str, Any] = polled.json()["answer"]
+        return answer
+
+    approval = served.run(go)
+    verify(approval, served.keyring)
+    assert (approval["kind"], approval["decision"], approval["withdrawn"]) == (
+        "approval",
+        "reject",
+        True,
+    )
+    assert approval["reason"] == f"withdrawn by {INITIATOR}: plan changed"
+    details = {h["detail"] for h in approval["routing"]["humans"] if h["result"] == "asked"}
+    assert f"withdrawn: {INITIATOR} withdrew it" in details
+
+
 def test_the_pages_that_are_not_the_api_stay_open(serve: Any) -> None:
     """The index, the OpenAPI document (which names the bearer scheme) and the well-known
     document answer without a token."""
@@ -155,7 +269,9 @@ def test_the_pages_that_are_not_the_api_stay_open(serve: Any) -> None:
     assert "UNAUTHENTICATED" in begin["responses"]["401"]["x-hatp-codes"]
     assert "CALLER_REFUSED" in begin["responses"]["403"]["x-hatp-codes"]
     state = document["paths"]["/coordinator/txns/{txnId}"]["get"]
-    assert "403" not in state["responses"]  # it names no agent
+    assert state["responses"]["403"]["x-hatp-codes"] == ["CALLER_REFUSED"]  # [API-OWNER]
+    cards = document["paths"]["/directory/cards"]["get"]
+    assert "403" not in cards["responses"]  # it names no agent
 
 
 def test_an_open_api_describes_no_security(serve: Any) -> None:
@@ -175,6 +291,21 @@ PLANTED: dict[str, Any] = {
     "no-token": lambda: {},
     "another-agents-plan": lambda: _as(OTHER_AGENT),
 }
+
+
+def test_switched_off_another_agent_reads_the_transaction(serve: Any) -> None:
+    """[API-OWNER] with the check on the expense bot's token cannot read the travel bot's
+    transaction; with it off it can: that check is what refuses it."""
+    served: Served = serve(callers=CALLERS, decision="never")
+
+    async def go(http: httpx2.AsyncClient) -> httpx2.Response:
+        plan = served.plan("trip-owner-off")
+        await http.post("/coordinator/txns", json={"plan": plan}, headers=_as(INITIATOR))
+        return await http.get("/coordinator/txns/trip-owner-off", headers=_as(OTHER_AGENT))
+
+    assert served.run(go).status_code == 403
+    with unsafe_switched_off("API-OWNER"):
+        assert served.run(go).status_code == 200
 
 
 @pytest.mark.parametrize("case", sorted(CASES))

@@ -22,6 +22,7 @@ from hatp.http import DEFAULT_MAX_BODY_BYTES
 from serve_world import START, Served, WatchedClock
 
 BOB = "human://acme.com/bob"
+JSON = {"Content-Type": "application/json"}
 
 
 def pending(response: httpx2.Response) -> dict[str, Any]:
@@ -270,8 +271,8 @@ def test_malformed_json_and_bad_queries_are_invalid_json(serve: Any) -> None:
 
     async def go(http: httpx2.AsyncClient) -> list[Any]:
         return [
-            await http.post("/gateway/asks", content=b'{"txnId": '),
-            await http.post("/gateway/asks", content=b'{"a": 1, "a": 2}'),
+            await http.post("/gateway/asks", content=b'{"txnId": ', headers=JSON),
+            await http.post("/gateway/asks", content=b'{"a": 1, "a": 2}', headers=JSON),
             await http.get("/gateway/asks/ask-x", params={"waitSeconds": "-1"}),
             await http.get("/gateway/asks/ask-x", params={"waitSeconds": "soon"}),
             await http.get("/gateway/asks/ask-x", params={"wait": "5"}),
@@ -297,8 +298,8 @@ def test_a_body_too_large_is_413_and_nothing_runs(serve: Any) -> None:
 
     async def go(http: httpx2.AsyncClient) -> list[Any]:
         return [
-            await http.post("/gateway/asks/ask-x/withdraw", content=huge),
-            await http.post("/gateway/asks/ask-x/withdraw", content=streamed()),
+            await http.post("/gateway/asks/ask-x/withdraw", content=huge, headers=JSON),
+            await http.post("/gateway/asks/ask-x/withdraw", content=streamed(), headers=JSON),
         ]
 
     for response in served.run(go):

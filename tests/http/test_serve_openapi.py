@@ -120,6 +120,7 @@ def test_real_answers_fit_the_schemas_the_document_declares(serve: Any) -> None:
             "POST",
             "/gateway/asks/x/withdraw",
             content=b"x" * (2 << 20),
+            headers={"Content-Type": "application/json"},
         )
         await check(
             "/directory/resolve",

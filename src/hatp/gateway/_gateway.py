@@ -64,6 +64,12 @@ CONFLICT_RETRIES = 5
 MAX_RECHECK_SECONDS = 3600
 #: The group id a question's pending vote names.
 QUESTION_GROUP = "question"
+#: Where an ask keeps the agent it is for: (member, member of it), per kind.
+_AGENT_MEMBER = {
+    AskKind.APPROVAL: ("plan", "initiator"),
+    AskKind.CALL: ("request", "requester"),
+    AskKind.QUESTION: ("question", "asker"),
+}
 
 _Change = Callable[[AskRow, AskDoc], None]
 #: What a change writes in the ask's own transaction (a passkey vote's bookkeeping).
@@ -244,23 +250,44 @@ class HumanGateway:
         """
         return approval_result(of_kind(await self._poll(ask_id, wait_seconds), AskKind.APPROVAL))
 
-    async def withdraw(self, ask_id: str, reason: str) -> None:
+    async def withdraw(self, ask_id: str, reason: str, *, by: str | None = None) -> None:
         """Withdraw an ask nobody needs any more from everyone asked. Idempotent; a
         decided ask stays decided. An approval ask gets a withdrawn reject, a
         call ask a withdrawn reject CallApproval.
+
+        ``by``: who withdrew it, as the edge authenticated them (an API caller); the
+        signed reject and the routing name them ([GW-WITHDRAWN-BY]). ``None``: the
+        asker itself, in process (the coordinator that asked).
 
         Raises:
             AskUnknown: no such ask.
             StoreUnavailable: the store failed.
         """
+        who = "its asker" if by is None else by
 
         def change(row: AskRow, work: AskDoc) -> None:
             if row.is_open:
                 work.close_withdrawn(
-                    f"withdrawn by its asker: {reason}"[:1000], "withdrawn: the asker withdrew it"
+                    f"withdrawn by {who}: {reason}"[:1000], f"withdrawn: {who} withdrew it"[:1000]
                 )
+                if by is not None:
+                    work.doc["withdrawnBy"] = by
 
         await self._apply(ask_id, change)
+
+    def agent_of(self, ask_id: str) -> str | None:
+        """The agent an ask is for: the initiator of an approval group's plan, the
+        requester of a call, the asker of a question (``None``: it names none).
+
+        Raises:
+            AskUnknown: no such ask.
+            StoreUnavailable: the store failed.
+        """
+        row = self._asks.get(ask_id)
+        outer, inner = _AGENT_MEMBER[row.kind]
+        named = row.doc.get(outer)
+        agent = named.get(inner) if isinstance(named, Mapping) else None
+        return agent if isinstance(agent, str) else None
 
     # -- an agent's side: one tool call ------------------------------------
 

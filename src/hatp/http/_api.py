@@ -11,6 +11,7 @@ the same table. A handler only calls the role and returns its answer.
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -21,20 +22,40 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from hatp import _checks
 from hatp._edge_params import HatpParams
-from hatp.errors import BodyTooLarge, HatpError, InvalidJson
+from hatp.errors import BodyTooLarge, HatpError, InvalidJson, UnsupportedMediaType
 from hatp.evidence import parse_json
-from hatp.http._callers import ApiCallers, NamesAgent, speaks_for
+from hatp.http._callers import ApiCallers, NamesAgent, Owner, acts_on_own, speaks_for
 from hatp.http._errors import error_response
 from hatp.model import first_error
 
-__all__ = ["DEFAULT_MAX_BODY_BYTES", "Carrying", "Operation", "read_body", "routes"]
+__all__ = [
+    "DEFAULT_MAX_BODY_BYTES",
+    "JSON_MEDIA_TYPE",
+    "Carrying",
+    "Operation",
+    "OwnedBy",
+    "read_body",
+    "require_json",
+    "routes",
+]
+
+_log = logging.getLogger(__name__)
 
 #: The largest request body the API reads by default, in bytes (1 MiB).
 DEFAULT_MAX_BODY_BYTES = 1024 * 1024
+#: The one media type the JSON API reads ([HTTP-MEDIA-TYPE]).
+JSON_MEDIA_TYPE = "application/json"
 
-#: An operation's work: the params read, the answer's JSON members.
-Handler = Callable[[Any], Awaitable[Mapping[str, Any]]]
+#: An operation's work: the params read (and, with ``takes_caller``, ``by=`` the caller
+#: the request authenticated as, or ``None``), the answer's JSON members.
+Handler = Callable[..., Awaitable[Mapping[str, Any]]]
+#: The agent whose ask or transaction a request reads or changes, from its params.
+#:
+#: Raises:
+#:     HatpError: there is no such ask or transaction (the role's own refusal).
+OwnedBy = Callable[[Any], Awaitable[Owner]]
 
 _PATH_MEMBER = re.compile(r"\{([A-Za-z]+)(?::path)?\}")
 _NUMBER = re.compile(r"^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?$")
@@ -79,6 +100,11 @@ class Operation:
     #: The agent a request speaks for, from its params: an agent's token must be that
     #: agent's ([API-CALLER]).
     names_agent: NamesAgent | None = None
+    #: Whose ask or transaction the request reads or changes: an agent's token acts only
+    #: on its own ([API-OWNER]).
+    owned_by: OwnedBy | None = None
+    #: Whether the handler is told who called (``by=``): what it records names them.
+    takes_caller: bool = False
 
     @property
     def path_members(self) -> tuple[str, ...]:
@@ -136,10 +162,17 @@ class Operation:
         async def endpoint(request: Request) -> Response:
             try:
                 caller = None if callers is None else callers.caller(request)
+                if self.method == "POST":
+                    require_json(request)
                 params = await self.read(request, max_body_bytes)
                 if caller is not None and self.names_agent is not None:
                     speaks_for(caller, self.names_agent(params))
-                answer = dict(await self.handler(params))
+                if caller is not None and self.owned_by is not None:
+                    acts_on_own(caller, await self.owned_by(params))
+                done = (
+                    self.handler(params, by=caller) if self.takes_caller else self.handler(params)
+                )
+                answer = dict(await done)
             except HatpError as error:
                 return error_response(error)
             headers = None if self.location is None else {"Location": self.location(answer)}
@@ -154,6 +187,30 @@ def routes(
 ) -> list[Route]:
     """The Starlette routes of ``operations`` (with ``callers``: for them alone)."""
     return [op.route(max_body_bytes, callers) for op in operations]
+
+
+def require_json(request: Request) -> None:
+    """Refuse a request whose body is not declared ``application/json`` (parameters such as
+    ``charset`` allowed), before the body is read. [HTTP-MEDIA-TYPE]
+
+    A form another site's page posts (``application/x-www-form-urlencoded``,
+    ``multipart/form-data``, ``text/plain``, or no type at all) never reaches an
+    operation; a browser sends ``application/json`` across sites only after a CORS
+    preflight, which this server never grants.
+
+    Raises:
+        UnsupportedMediaType: another media type, or none.
+    """
+    named = request.headers.get("content-type")
+    media = (named or "").split(";", 1)[0].strip().lower()
+    if media != JSON_MEDIA_TYPE and _checks.is_on("HTTP-MEDIA-TYPE"):
+        _log.info("refused %s %s: content type %r", request.method, request.url.path, named)
+        raise UnsupportedMediaType(
+            f"{request.method} {request.url.path} takes a JSON body sent as Content-Type: "
+            f"{JSON_MEDIA_TYPE}, not {named[:100] if named else 'no content type'}; "
+            "nothing was read",
+            content_type=None if named is None else named[:200],
+        )
 
 
 async def read_body(request: Request, limit: int) -> bytes:

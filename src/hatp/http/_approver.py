@@ -44,7 +44,7 @@ from hatp.http._approver_views import ask_page, inbox_item, render, state_words
 from hatp.http._errors import error_response, status_of
 from hatp.model import WebAuthnKey, WireModel, first_error
 
-__all__ = ["APPROVER_PATH", "SESSION_COOKIE", "approver_routes"]
+__all__ = ["APPROVER_PATH", "SESSION_COOKIE", "approver_error_page", "approver_routes"]
 
 #: Where the approver page is served.
 APPROVER_PATH = "/approve"
@@ -327,6 +327,15 @@ class _ApproverPage:
         await self.read(request, _Empty)
         ask_id, human = request.path_params["ask_id"], self.who(request)
         return _progress(await self.web.decline(ask_id, human), human)
+
+
+def approver_error_page(
+    web: WebApprovals, error: HatpError, prefix: str = APPROVER_PATH
+) -> Response:
+    """The approver page's HTML error page showing ``error``, with its status (a path
+    under the page that no route serves, say)."""
+    page = _ApproverPage(web, None, prefix, DEFAULT_MAX_BODY_BYTES)
+    return page.error_page(error, "This page cannot be shown")
 
 
 def _check_origin(request: Request, origins: tuple[str, ...]) -> None:

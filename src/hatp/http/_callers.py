@@ -6,17 +6,21 @@ SHA-256 (``hatp api-token`` makes a token and the line to add), so the
 settings file holds no secret. The token names its caller, and a caller that
 is an agent (``agent://``) speaks only for itself: a plan it begins or has
 asked about names it as the initiator, a call request as the requester, a
-question as the asker ([API-CALLER]). A service (a coordinator asking the
-gateway, say) may speak for any agent. What else a caller may do is the
+question as the asker ([API-CALLER]); and it reads and changes only its own
+asks and transactions: those whose plan, call or question names it
+([API-OWNER]). A service (a coordinator asking the gateway, say) may speak
+for any agent. What else a caller may do is the
 deployment's to decide, in front of this server.
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import re
 import secrets
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from starlette.requests import Request
@@ -25,7 +29,18 @@ from hatp import _checks
 from hatp._edge_params import HatpParams
 from hatp.errors import CallerRefused, Unauthenticated
 
-__all__ = ["ApiCallers", "NamesAgent", "api_token_digest", "member", "new_api_token", "speaks_for"]
+__all__ = [
+    "ApiCallers",
+    "NamesAgent",
+    "Owner",
+    "acts_on_own",
+    "api_token_digest",
+    "member",
+    "new_api_token",
+    "speaks_for",
+]
+
+_log = logging.getLogger(__name__)
 
 #: Random bytes in a token.
 TOKEN_BYTES = 32
@@ -121,6 +136,33 @@ def speaks_for(caller: str, named: str | None) -> None:
             "token speaks only for that agent",
             caller=caller,
             named=named,
+        )
+
+
+@dataclass(frozen=True)
+class Owner:
+    """Whose an ask or a transaction is: the agent its plan, call or question names
+    (``None``: it names none), and what it is, for a refusal (``"ask ask-1"``)."""
+
+    agent: str | None
+    about: str
+
+
+def acts_on_own(caller: str, owner: Owner) -> None:
+    """Refuse an agent's token reading or changing another agent's ask or transaction.
+    [API-OWNER]
+
+    Raises:
+        CallerRefused: ``caller`` is an agent, and ``owner`` names another agent or none.
+    """
+    if caller.startswith("agent://") and owner.agent != caller and _checks.is_on("API-OWNER"):
+        _log.info("refused %s acting on %s, which is %s's", caller, owner.about, owner.agent)
+        raise CallerRefused(
+            f"{owner.about} is {owner.agent or 'no agent'}'s and this token is {caller}'s: an "
+            "agent's token reads and changes only that agent's own asks and transactions",
+            caller=caller,
+            named=owner.agent,
+            about=owner.about,
         )
 
 

@@ -29,7 +29,7 @@ from hatp._edge_params import (
 )
 from hatp.coordinator import Coordinator, Outcome
 from hatp.http._api import Operation
-from hatp.http._callers import member
+from hatp.http._callers import Owner, member
 
 __all__ = ["CoordinatorApi"]
 
@@ -71,6 +71,7 @@ class CoordinatorApi:
                 self._state,
                 TxnStateAnswer,
                 ("TXN_UNKNOWN", "STORE_UNAVAILABLE"),
+                owned_by=self._owner,
             ),
             Operation(
                 "GET",
@@ -81,6 +82,7 @@ class CoordinatorApi:
                 self._record,
                 RecordAnswer,
                 ("TXN_UNKNOWN", "STORE_UNAVAILABLE"),
+                owned_by=self._owner,
             ),
             Operation(
                 "POST",
@@ -91,6 +93,7 @@ class CoordinatorApi:
                 self._acquire,
                 LockAnswer,
                 ("TXN_UNKNOWN", "STORE_UNAVAILABLE"),
+                owned_by=self._owner,
             ),
             Operation(
                 "POST",
@@ -101,6 +104,7 @@ class CoordinatorApi:
                 self._renew,
                 LockAnswer,
                 ("STALE_FENCE", "TXN_UNKNOWN", "STORE_UNAVAILABLE"),
+                owned_by=self._owner,
             ),
             Operation(
                 "POST",
@@ -111,6 +115,7 @@ class CoordinatorApi:
                 self._release,
                 LockAnswer,
                 ("STALE_FENCE", "TXN_UNKNOWN", "STORE_UNAVAILABLE"),
+                owned_by=self._owner,
             ),
         ]
 
@@ -137,6 +142,12 @@ class CoordinatorApi:
         task.add_done_callback(self._settled)
         txn_id = str(params.plan["txnId"])
         return {"txnId": txn_id, "state": self._coordinator.state(txn_id).value}
+
+    async def _owner(self, params: TxnParams | AcquireParams | ReleaseParams) -> Owner:
+        """The agent whose plan the transaction runs (its ``initiator``). [API-OWNER]"""
+        plan = self._coordinator.log.get(params.txn_id).plan
+        agent = plan.get("initiator")
+        return Owner(agent if isinstance(agent, str) else None, f"transaction {params.txn_id}")
 
     async def _state(self, params: TxnParams) -> Mapping[str, Any]:
         return {"txnId": params.txn_id, "state": self._coordinator.state(params.txn_id).value}

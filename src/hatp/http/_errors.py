@@ -15,7 +15,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from hatp.errors import HatpError, LeaseRefused
+from hatp.errors import HatpError, LeaseRefused, MethodNotAllowed
 
 __all__ = [
     "DEFAULT_STATUS",
@@ -85,6 +85,10 @@ HTTP_STATUS: dict[tuple[str, str | None], int] = {
     ("INVITE_INVALID", None): 403,
     ("ORIGIN_REFUSED", None): 403,
     ("CALLER_REFUSED", None): 403,
+    # What no route takes (docs/spec.md §25 [HTTP-TYPED]).
+    ("NOT_FOUND", None): 404,
+    ("METHOD_NOT_ALLOWED", None): 405,
+    ("UNSUPPORTED_MEDIA_TYPE", None): 415,
 }
 
 
@@ -105,8 +109,12 @@ def error_body(error: HatpError) -> dict[str, Any]:
 
 
 def error_response(error: HatpError) -> JSONResponse:
-    """Return ``error`` as an HTTP response: :func:`error_body` with :func:`status_of`."""
-    return JSONResponse(error_body(error), status_code=status_of(error))
+    """Return ``error`` as an HTTP response: :func:`error_body` with :func:`status_of`
+    (a ``METHOD_NOT_ALLOWED`` also with the ``Allow`` header its ``data.allowed`` names)."""
+    headers = None
+    if isinstance(error, MethodNotAllowed):
+        headers = {"Allow": ", ".join(str(m) for m in error.data.get("allowed", ()))}
+    return JSONResponse(error_body(error), status_code=status_of(error), headers=headers)
 
 
 async def handle_hatp_error(request: Request, exc: Exception) -> Response:

@@ -26,7 +26,7 @@ from hatp._edge_params import (
 from hatp.clock import parse_time
 from hatp.gateway import HumanGateway
 from hatp.http._api import Carrying, Operation
-from hatp.http._callers import member
+from hatp.http._callers import Owner, member
 from hatp.model import Answer, Approval, CallApproval, ChainEstimate, PendingVote
 
 __all__ = ["gateway_operations"]
@@ -44,9 +44,12 @@ def gateway_operations(gateway: HumanGateway, prefix: str = "/gateway") -> list[
         wait = min(params.wait_seconds, MAX_WAIT_SECONDS)
         return {"answer": await gateway.poll(params.ask_id, wait_seconds=wait)}
 
-    async def withdraw(params: WithdrawParams) -> dict[str, Any]:
-        await gateway.withdraw(params.ask_id, params.reason)
+    async def withdraw(params: WithdrawParams, *, by: str | None) -> dict[str, Any]:
+        await gateway.withdraw(params.ask_id, params.reason, by=by)
         return {}
+
+    async def owner(params: PollParams | WithdrawParams | TightenParams | AnsweredParams) -> Owner:
+        return Owner(gateway.agent_of(params.ask_id), f"ask {params.ask_id}")
 
     async def estimate(params: AskParams) -> dict[str, Any]:
         return {"estimate": await gateway.estimate(approval_request(params))}
@@ -92,6 +95,7 @@ def gateway_operations(gateway: HumanGateway, prefix: str = "/gateway") -> list[
             decision,
             ("ASK_UNKNOWN", "STORE_UNAVAILABLE"),
             query=("waitSeconds",),
+            owned_by=owner,
         ),
         Operation(
             "POST",
@@ -102,6 +106,8 @@ def gateway_operations(gateway: HumanGateway, prefix: str = "/gateway") -> list[
             withdraw,
             Carrying(None),
             ("ASK_UNKNOWN", "ASK_CONFLICT", "STORE_UNAVAILABLE"),
+            owned_by=owner,
+            takes_caller=True,
         ),
         Operation(
             "POST",
@@ -112,6 +118,7 @@ def gateway_operations(gateway: HumanGateway, prefix: str = "/gateway") -> list[
             tighten,
             Carrying("answer", (PendingVote, Approval, CallApproval)),
             ("RESPONSE_REFUSED", "ASK_UNKNOWN", "ASK_CONFLICT", "STORE_UNAVAILABLE"),
+            owned_by=owner,
         ),
         Operation(
             "POST",
@@ -146,6 +153,7 @@ def gateway_operations(gateway: HumanGateway, prefix: str = "/gateway") -> list[
             ("ASK_UNKNOWN", "ASK_WITHDRAWN", "STORE_UNAVAILABLE"),
             query=("waitSeconds",),
             fixed={"kind": "question"},
+            owned_by=owner,
         ),
         Operation(
             "POST",
@@ -169,5 +177,6 @@ def gateway_operations(gateway: HumanGateway, prefix: str = "/gateway") -> list[
             ("ASK_UNKNOWN", "STORE_UNAVAILABLE"),
             query=("waitSeconds",),
             fixed={"kind": "call"},
+            owned_by=owner,
         ),
     ]

@@ -200,7 +200,7 @@ class LeaseClient:
         Raises:
             EvidenceInvalid: the receipt does not verify, or is of another lease.
         """
-        response = await self._request("POST", self._lease_path(lease_id) + "/recover")
+        response = await self._request("POST", self._lease_path(lease_id) + "/recover", json={})
         return self._recovered(response, lease_id)
 
     async def restore(self, lease_id: str, state: Mapping[str, Any]) -> Recovered:

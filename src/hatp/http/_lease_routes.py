@@ -20,6 +20,7 @@ from starlette.routing import Route
 
 from hatp.errors import HatpError, InvalidJson, Unauthenticated
 from hatp.evidence import canonicalize, parse_json
+from hatp.http._api import read_body, require_json
 from hatp.http._errors import error_response
 from hatp.lease import (
     LEASE_MEDIA_TYPE,
@@ -69,7 +70,11 @@ def lease_routes(
       the person it names restores an escalated HUMAN_ESCROW lease by hand
       (401 ``UNAUTHENTICATED`` when it names nobody); answered as recover.
 
-    A body that is not strict JSON of that form is 400 ``INVALID_JSON``
+    Every POST is sent as ``application/json``, even one without a body (recover):
+    anything else is 415 ``UNSUPPORTED_MEDIA_TYPE`` before the body is read, so a form
+    another site posts never reaches a lease ([HTTP-MEDIA-TYPE]); a body over
+    :data:`MAX_BODY_BYTES` is 413 ``BODY_TOO_LARGE``. A body that is not strict JSON of
+    that form is 400 ``INVALID_JSON``
     (``data.where`` names the member); the system of record's refusals keep
     their codes, with the status of :data:`hatp.http.HTTP_STATUS`.
 
@@ -80,7 +85,7 @@ def lease_routes(
         raise ValueError(f"a prefix starts with '/' and does not end with one, not {prefix!r}")
 
     async def grant(request: Request) -> Response:
-        body = _parsed(_GrantBody, await request.body())
+        body = _parsed(_GrantBody, await read_body(request, MAX_BODY_BYTES))
         lease = await run_in_threadpool(
             sor.grant,
             body.resource,
@@ -128,7 +133,7 @@ def lease_routes(
                     "restoring a lease by hand names the person who did it, from "
                     "authentication: sign in and send it again; nothing was written"
                 )
-            body = _parsed(_RestoreBody, await request.body())
+            body = _parsed(_RestoreBody, await read_body(request, MAX_BODY_BYTES))
             recovered = await run_in_threadpool(
                 sor.restore_by_hand, request.path_params["lease_id"], body.state, by=by
             )
@@ -162,17 +167,13 @@ def case_body(case: EscrowCase) -> dict[str, Any]:
 def _route(path: str, endpoint: _Endpoint, name: str, *, method: str = "POST") -> Route:
     async def answering(request: Request) -> Response:
         try:
+            if method == "POST":
+                require_json(request)  # [HTTP-MEDIA-TYPE] before anything is read
             return await endpoint(request)
         except HatpError as error:
             return error_response(error)
 
-    return Route(
-        path,
-        answering,
-        methods=[method],
-        name=f"hatp-lease-{name}",
-        max_body_size=MAX_BODY_BYTES,
-    )
+    return Route(path, answering, methods=[method], name=f"hatp-lease-{name}")
 
 
 def _parsed(model: type[_Body], raw: bytes) -> _Body:

@@ -199,9 +199,11 @@ def _responses(op: Operation, bearer: bool) -> dict[str, Any]:
             "content": {"application/json": {"schema": _answer_schema(op.answer)}},
         }
     }
-    codes = ["INVALID_JSON", *(("BODY_TOO_LARGE",) if op.method == "POST" else ()), *op.refusals]
+    posted = ("BODY_TOO_LARGE", "UNSUPPORTED_MEDIA_TYPE") if op.method == "POST" else ()
+    codes = ["INVALID_JSON", *posted, *op.refusals]
     if bearer:
-        codes += ["UNAUTHENTICATED", *(("CALLER_REFUSED",) if op.names_agent else ())]
+        agents = op.names_agent is not None or op.owned_by is not None
+        codes += ["UNAUTHENTICATED", *(("CALLER_REFUSED",) if agents else ())]
     by_status: dict[int, list[str]] = {}
     for code in codes:
         for status in _statuses(code):

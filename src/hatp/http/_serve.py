@@ -9,10 +9,12 @@ rule stays in the role (docs/spec.md §25).
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -21,12 +23,13 @@ from hatp.coordinator import Coordinator
 from hatp.directory import Directory, PasskeyEnrolment
 from hatp.gateway import HumanGateway, WebApprovals
 from hatp.http._api import DEFAULT_MAX_BODY_BYTES, Operation, routes
-from hatp.http._approver import APPROVER_PATH, approver_routes
+from hatp.http._approver import APPROVER_PATH, approver_error_page, approver_routes
 from hatp.http._callers import ApiCallers
 from hatp.http._coordinator_api import CoordinatorApi
 from hatp.http._directory_api import directory_operations, well_known_route
 from hatp.http._gateway_api import gateway_operations
 from hatp.http._openapi import OPENAPI_PATH, openapi_document
+from hatp.http._unrouted import unrouted_handler
 from hatp.model import WELL_KNOWN_PATH
 from hatp.version import PROTOCOL_VERSION
 
@@ -129,7 +132,9 @@ def hatp_app(
                 await gateway.stop()
 
     api = routes(operations, max_body_bytes, callers)
-    app = Starlette(routes=[*extra, *pages, *api], lifespan=lifespan)
+    page = None if web is None else functools.partial(approver_error_page, web)
+    unrouted = {HTTPException: unrouted_handler(page, APPROVER_PATH)}
+    app = Starlette(routes=[*extra, *pages, *api], lifespan=lifespan, exception_handlers=unrouted)
     app.state.hatp_operations = operations
     app.state.hatp_coordinator = coordinator_api
     return app
