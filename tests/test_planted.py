@@ -94,7 +94,7 @@ def test_every_switchable_check_in_the_code_has_a_planted_violation() -> None:
 
     planted = (
         set(CHECKS)
-        | {check for check, _ in PARTICIPANT_CASES.values()}
+        | {planted.check for planted in PARTICIPANT_CASES.values()}
         | {case.check for case in COORDINATOR_CASES}
         | set(DIRECTORY_CASES)
         | {check for case in GATEWAY_CASES.values() for check in case.checks}
