@@ -25,6 +25,9 @@ from hatp.errors import AskInvalid
 from hatp.model import Status, TxnState, WireModel, WireTime, parse_plan
 
 __all__ = [
+    "MAX_ASKED_WAIT_SECONDS",
+    "MAX_DEADLINE_SECONDS",
+    "MAX_FENCE",
     "MAX_WAIT_SECONDS",
     "AcquireParams",
     "AnsweredParams",
@@ -53,6 +56,13 @@ __all__ = [
 
 #: The longest one long poll (``txn/voted``, ``ask/answered``, a tool round) waits, in seconds.
 MAX_WAIT_SECONDS: Final = 30.0
+
+#: The longest wait a poll may ask for, in seconds; it waits at most :data:`MAX_WAIT_SECONDS`.
+MAX_ASKED_WAIT_SECONDS: Final = 3600.0
+#: The latest deadline a resolution may be asked about, in seconds from now (ten years).
+MAX_DEADLINE_SECONDS: Final = 10 * 366 * 86400.0
+#: The largest fence a lease request may name: the strict reader's largest integer.
+MAX_FENCE: Final = 2**53 - 1
 
 #: A non-negative decimal amount as text, e.g. ``"730.00"``.
 DecimalText = Annotated[str, StringConstraints(pattern=r"^[0-9]{1,30}(\.[0-9]{1,30})?$")]
@@ -85,7 +95,7 @@ class PollParams(HatpParams):
     """``txn/voted``: the ask to poll, and how long to wait for its decision."""
 
     ask_id: str = Field(min_length=1, max_length=256)
-    wait_seconds: float = Field(default=0.0, ge=0.0)
+    wait_seconds: float = Field(default=0.0, ge=0.0, le=MAX_ASKED_WAIT_SECONDS, allow_inf_nan=False)
 
 
 class WithdrawParams(HatpParams):
@@ -119,7 +129,7 @@ class AnsweredParams(HatpParams):
 
     ask_id: str = Field(min_length=1, max_length=256)
     kind: Literal["call", "question"]
-    wait_seconds: float = Field(default=0.0, ge=0.0)
+    wait_seconds: float = Field(default=0.0, ge=0.0, le=MAX_ASKED_WAIT_SECONDS, allow_inf_nan=False)
 
 
 class ResolveParams(HatpParams):
@@ -130,7 +140,9 @@ class ResolveParams(HatpParams):
     amounts: dict[str, DecimalText] = Field(default_factory=dict)
     on_behalf_of: str = Field(min_length=1, max_length=512)
     initiator_principal: str | None = None
-    deadline_seconds: float | None = Field(default=None, ge=0.0)
+    deadline_seconds: float | None = Field(
+        default=None, ge=0.0, le=MAX_DEADLINE_SECONDS, allow_inf_nan=False
+    )
     passkey_required: bool = False
 
 
@@ -242,13 +254,13 @@ class AcquireParams(HatpParams):
 
     txn_id: str
     owner: str = Field(min_length=1, max_length=256)
-    seconds: float = Field(gt=0, le=86400)
+    seconds: float = Field(gt=0, le=86400, allow_inf_nan=False)
 
 
 class RenewParams(AcquireParams):
     """``lock/renew``: extend the lease held at ``fence``."""
 
-    fence: StrictInt
+    fence: StrictInt = Field(ge=0, le=MAX_FENCE)
 
 
 class ReleaseParams(HatpParams):
@@ -256,7 +268,7 @@ class ReleaseParams(HatpParams):
 
     txn_id: str
     owner: str = Field(min_length=1, max_length=256)
-    fence: StrictInt
+    fence: StrictInt = Field(ge=0, le=MAX_FENCE)
 
 
 class TxnStateAnswer(WireModel):

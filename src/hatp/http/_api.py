@@ -150,7 +150,7 @@ class Operation:
                 )
             if name in members:
                 raise InvalidJson(f"{name} is given twice in the query", where=f"/{name}")
-            members[name] = _query_value(text)
+            members[name] = _query_value(name, text)
         members.update(request.path_params)
         members.update(self.fixed)
         return _validated(self.params, members, f"{self.method} {self.path}")
@@ -240,9 +240,23 @@ def _too_large(limit: int) -> BodyTooLarge:
     )
 
 
-def _query_value(text: str) -> Any:
+def _query_value(name: str, text: str) -> Any:
+    """A query member's value: a JSON number or ``true``/``false`` as one, else the text.
+
+    Raises:
+        InvalidJson: a number the strict reader refuses (an integer past ±(2**53-1),
+            a double that overflows), naming the member. [HTTP-NUMBERS]
+    """
     if _NUMBER.match(text):
-        return float(text) if any(c in text for c in ".eE") else int(text)
+        try:
+            return parse_json(text.encode())
+        except InvalidJson as exc:
+            _log.info("refused query member %s: %s", name, exc.message[:200])
+            raise InvalidJson(
+                f"{name} is a number the JSON API reads (an integer within ±(2**53-1), a "
+                f"finite double), not {text[:40]}{'…' if len(text) > 40 else ''}",
+                where=f"/{name}",
+            ) from None
     if text in ("true", "false"):
         return text == "true"
     return text

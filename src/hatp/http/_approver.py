@@ -15,6 +15,7 @@ typed errors with their status (:data:`~hatp.http.HTTP_STATUS`).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Awaitable, Callable
 from importlib.resources import files
 from typing import Any, Literal, TypeVar
@@ -26,6 +27,7 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from hatp import _checks
+from hatp._edge_params import MAX_ASKED_WAIT_SECONDS
 from hatp.clock import format_time
 from hatp.directory import PasskeyEnrolment
 from hatp.errors import (
@@ -391,8 +393,11 @@ def _query_number(request: Request, name: str, kind: type[int] | type[float]) ->
         value = kind(text)
     except ValueError:
         raise InvalidJson(f"{name} is a number, not {text!r}", where=f"/{name}") from None
-    if value < 0:
-        raise InvalidJson(f"{name} is not negative", where=f"/{name}")
+    if not math.isfinite(value) or not 0 <= value <= MAX_ASKED_WAIT_SECONDS:
+        raise InvalidJson(
+            f"{name} is a number from 0 to {MAX_ASKED_WAIT_SECONDS:g}, not {text[:40]!r}",
+            where=f"/{name}",
+        )
     return value
 
 
