@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -327,14 +328,23 @@ class Trip:
         return [line.kind for line in self.world.ledger(participant) if line.txn_id == txn_id]
 
 
+#: How long :func:`sleepers` lets the loop and the store's worker threads run before it
+#: fails the test: a bound on a hang, not a claim about timing.
+SLEEPERS_SECONDS = 30.0
+
+
 async def sleepers(
     clock: ManualClock, at_least: int, tries: int = 1000, *, exactly: bool = False
 ) -> None:
-    """Let the event loop run until ``at_least`` (or ``exactly`` so many) coroutines wait on
-    ``clock``."""
-    for _ in range(tries):
+    """Let the event loop (and the gateway's store work, on worker threads) run until
+    ``at_least`` (or ``exactly`` so many) coroutines wait on ``clock``: at least ``tries``
+    turns of the loop, for at most :data:`SLEEPERS_SECONDS`."""
+    end = time.monotonic() + SLEEPERS_SECONDS
+    turns = 0
+    while turns < tries or time.monotonic() < end:
         if clock.sleepers == at_least or (clock.sleepers > at_least and not exactly):
             return
+        turns += 1
         await asyncio.sleep(0)
     raise AssertionError(f"{clock.sleepers} sleepers on the clock, expected {at_least}")
 

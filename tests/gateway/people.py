@@ -9,6 +9,7 @@ Ed25519 key (``KEYS[name]``) that signs their votes, reachable on the
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -171,6 +172,21 @@ def check_card(doc: dict[str, Any]) -> str:
 
 #: A test's body: what it does with the world, on the event loop.
 Body = Callable[["World"], Coroutine[Any, Any, None]]
+
+
+#: How long :func:`until` lets a condition take before it fails the test: a bound on a
+#: hang, not a claim about timing.
+UNTIL_SECONDS = 30.0
+
+
+async def until(condition: Callable[[], bool], what: str = "the condition") -> None:
+    """Let other tasks, and the store's worker threads the gateway uses, run until
+    ``condition`` holds; fail if it has not after :data:`UNTIL_SECONDS`."""
+    end = time.monotonic() + UNTIL_SECONDS
+    while not condition():
+        if time.monotonic() > end:
+            raise AssertionError(f"{what} never held")
+        await asyncio.sleep(0)
 
 
 def run(world: World, body: Body) -> None:

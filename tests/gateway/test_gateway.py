@@ -23,6 +23,7 @@ from gateway.people import (
     plan_doc,
     request,
     run,
+    until,
     vote,
 )
 from gateway.routes import GATEWAY_ID
@@ -523,9 +524,5 @@ def refused(reason: str) -> Iterator[None]:
 
 
 async def _until(condition: Callable[[], bool]) -> None:
-    """Let other tasks run until ``condition`` holds (bounded: a few hundred turns)."""
-    for _ in range(500):
-        if condition():
-            return
-        await asyncio.sleep(0)
-    raise AssertionError("the condition never held")
+    """Let other tasks and the store's workers run until ``condition`` holds (bounded)."""
+    await until(condition)

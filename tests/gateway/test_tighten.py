@@ -21,6 +21,7 @@ from gateway.people import (
     question_doc,
     request,
     run,
+    until,
     vote,
 )
 from gateway.routes import GATEWAY_ID
@@ -335,9 +336,5 @@ def test_switching_a_tighten_check_off_records_exactly_its_cases(
 
 
 async def _until(condition: Callable[[], bool]) -> None:
-    """Let other tasks run until ``condition`` holds (bounded: a few hundred turns)."""
-    for _ in range(500):
-        if condition():
-            return
-        await asyncio.sleep(0)
-    raise AssertionError("the condition never held")
+    """Let other tasks and the store's workers run until ``condition`` holds (bounded)."""
+    await until(condition)

@@ -141,3 +141,32 @@ def test_limits_refuse_a_wait_without_bound(field: str, value: float) -> None:
     """[STORE-LIMITS] every wait has a positive, finite bound."""
     with pytest.raises(ValueError, match=field):
         StoreLimits(**{field: value})
+
+
+def test_calls_in_a_lane_run_one_at_a_time_in_the_order_made_STORE_OFF_LOOP(
+    tmp_path: Path,
+) -> None:
+    """[STORE-OFF-LOOP] the gateway's lane: its store work in the order the loop asked for
+    it, never two at once, though the store has several workers."""
+    store = open_store(tmp_path / "hatp.db", limits=StoreLimits(workers=4))
+    lane = store.lane()
+    order: list[int] = []
+    running = threading.Semaphore(1)
+
+    def step(number: int) -> None:
+        if not running.acquire(blocking=False):
+            raise AssertionError("two calls of one lane ran at once")
+        try:
+            store.ping()
+            order.append(number)
+        finally:
+            running.release()
+
+    async def body() -> None:
+        await asyncio.gather(*(store.call_in(lane, step, n) for n in range(8)))
+
+    try:
+        asyncio.run(body())
+    finally:
+        store.close()
+    assert order == list(range(8))

@@ -17,6 +17,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from hatp.clock import ManualClock
+from hatp.store import calls_in_flight
 
 T = TypeVar("T")
 
@@ -57,11 +58,11 @@ async def simulate(clock: ManualClock, run: Awaitable[T], step: float = 30.0) ->
     loop.set_default_executor(executor)
     task = asyncio.ensure_future(run)
     while not task.done():
-        if executor.busy:
+        if executor.busy or calls_in_flight():  # the loop's executor, or Store.call's
             await asyncio.sleep(0.001)
             continue
         for _ in range(_TURNS):  # what the finished work woke runs, and may start more
             await asyncio.sleep(0)
-        if not task.done() and not executor.busy:
+        if not task.done() and not executor.busy and not calls_in_flight():
             clock.advance(step)
     return await task

@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import secrets
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from dataclasses import replace
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from sqlalchemy import Connection
 
@@ -28,7 +29,7 @@ from hatp import _checks
 from hatp._waiting import first_of
 from hatp.clock import Clock, format_time, parse_time
 from hatp.directory import CardSource, Directory, Resolution
-from hatp.errors import AskConflict
+from hatp.errors import AskConflict, StoreUnavailable
 from hatp.evidence import SigningKey
 from hatp.gateway._ask import AskDoc, Context, Effects, person_entry
 from hatp.gateway._calls import call_terms, parse_call_request, terms_digest
@@ -64,6 +65,11 @@ CONFLICT_RETRIES = 5
 MAX_RECHECK_SECONDS = 3600
 #: The group id a question's pending vote names.
 QUESTION_GROUP = "question"
+#: How long the background loop waits before trying a store that failed again.
+STORE_RETRY_SECONDS = 5.0
+
+_log = logging.getLogger(__name__)
+_T = TypeVar("_T")
 #: Where an ask keeps the agent it is for: (member, member of it), per kind.
 _AGENT_MEMBER = {
     AskKind.APPROVAL: ("plan", "initiator"),
@@ -123,6 +129,8 @@ class HumanGateway:
         self._principals = dict(initiator_principals or {})
         self._origins = None if passkey_origins is None else tuple(passkey_origins)
         self._passkeys = PasskeyBook(asks.store)
+        # This gateway's store work, in the order it asks for it (as on the event loop).
+        self._lane = asks.store.lane()
         self._waiters: dict[str, list[asyncio.Future[None]]] = {}
         self._changed = asyncio.Event()
         self._loop: asyncio.Task[None] | None = None
@@ -182,7 +190,9 @@ class HumanGateway:
         """
         terms = {} if request.terms is None else read_hold_terms(request.terms, request.plan_digest)
         group_id = request.group.group_id
-        found = self._asks.find(AskKind.APPROVAL, request.txn_id, group_id, request.plan_digest)
+        found = await self._stored(
+            self._asks.find, AskKind.APPROVAL, request.txn_id, group_id, request.plan_digest
+        )
         if found is not None:
             return await self.poll(found.ask_id)
         now = self._clock.now()
@@ -317,7 +327,9 @@ class HumanGateway:
         parsed = parse_call_request(request)
         terms = call_terms(parsed)
         bound = terms_digest(terms)
-        found = self._asks.find(AskKind.CALL, parsed.request_id, CALL_GROUP, bound)
+        found = await self._stored(
+            self._asks.find, AskKind.CALL, parsed.request_id, CALL_GROUP, bound
+        )
         if found is not None:
             return await self.poll_call(found.ask_id)
         now = self._clock.now()
@@ -429,7 +441,9 @@ class HumanGateway:
         """
         parsed = parse_question(question)
         qdigest = question_digest(parsed)
-        found = self._asks.find(AskKind.QUESTION, parsed.question_id, QUESTION_GROUP, qdigest)
+        found = await self._stored(
+            self._asks.find, AskKind.QUESTION, parsed.question_id, QUESTION_GROUP, qdigest
+        )
         if found is not None:
             return await self.poll_question(found.ask_id)
         now = self._clock.now()
@@ -499,17 +513,26 @@ class HumanGateway:
     # -- time ------------------------------------------------------------
 
     async def tick(self) -> None:
-        """Act on every open ask that is due: escalate past SLAs, close at deadlines."""
-        for row in self._asks.due(self._clock.now()):
+        """Act on every open ask that is due: escalate past SLAs, close at deadlines.
+
+        Raises:
+            StoreUnavailable: the store failed; what was acted on before stays done.
+        """
+        for row in await self._stored(self._asks.due, self._clock.now()):
             with contextlib.suppress(AskConflict):  # another gateway is acting on it
                 await self._apply(row.ask_id, _tick)
 
     async def run_until(self, stop: asyncio.Event) -> None:
-        """Tick whenever an ask falls due, until ``stop`` is set."""
+        """Tick whenever an ask falls due, until ``stop`` is set. A store that fails
+        is tried again after :data:`STORE_RETRY_SECONDS` (or a change), not given up on."""
         while not stop.is_set():
             self._changed.clear()
-            await self.tick()
-            due = self._asks.next_due()
+            try:
+                await self.tick()
+                due = await self._stored(self._asks.next_due)
+            except StoreUnavailable as error:
+                _log.warning("gateway %s: its loop could not reach the store: %s", self._id, error)
+                due = self._clock.now() + timedelta(seconds=STORE_RETRY_SECONDS)
             waits: list[Awaitable[Any]] = [stop.wait(), self._changed.wait()]
             if due is not None:
                 waits.append(self._clock.sleep_until(due))
@@ -529,6 +552,15 @@ class HumanGateway:
             self._loop = None
 
     # -- internals -------------------------------------------------------
+
+    async def _stored(self, fn: Callable[..., _T], *args: Any) -> _T:
+        """``fn(*args)`` on the store's workers, off the event loop, after this gateway's
+        store work asked for before it, within the store's bound ([STORE-OFF-LOOP]).
+
+        Raises:
+            StoreUnavailable: no answer in time, or what ``fn`` raises.
+        """
+        return await self._asks.store.call_in(self._lane, fn, *args)
 
     def _context(self, now: datetime) -> Context:
         return Context(self._id, self._key, frozenset(self._channels), self._directory, now)
@@ -625,7 +657,8 @@ class HumanGateway:
 
     async def _create(self, work: AskDoc, kind: AskKind, now: datetime) -> AskRow:
         doc = work.doc
-        row = self._asks.create(
+        row = await self._stored(
+            self._asks.create,
             AskRow(
                 ask_id=doc["askId"],
                 kind=kind,
@@ -654,21 +687,25 @@ class HumanGateway:
     async def _poll(self, ask_id: str, wait_seconds: float) -> AskRow:
         until = self._clock.now() + timedelta(seconds=max(0.0, wait_seconds))
         while True:
-            row, effects = self._settle(ask_id)
-            await self._act(row, effects)
-            if not row.is_open or self._clock.now() >= until:
-                return row
-            wake = until if row.next_due is None else min(until, row.next_due)
-            if self._recheck is not None:  # [GW-RECHECK] another process may have changed it
-                wake = min(wake, self._clock.now() + self._recheck)
-            await self._wait(ask_id, wake)
+            # Watch before reading: a change this gateway records while the read is on a
+            # store worker wakes the wait below instead of passing unseen.
+            with self._watching(ask_id) as changed:
+                row, effects = await self._stored(self._settle, ask_id)
+                await self._act(row, effects)
+                if not row.is_open or self._clock.now() >= until:
+                    return row
+                wake = until if row.next_due is None else min(until, row.next_due)
+                if self._recheck is not None:  # [GW-RECHECK] another process may have changed it
+                    wake = min(wake, self._clock.now() + self._recheck)
+                await first_of(changed, self._clock.sleep_until(wake))
 
-    async def _wait(self, ask_id: str, wake: datetime) -> None:
-        """Return when this gateway changes the ask, or the clock reaches ``wake``."""
+    @contextlib.contextmanager
+    def _watching(self, ask_id: str) -> Iterator[asyncio.Future[None]]:
+        """A future done when this gateway changes the ask, for the ``with`` block."""
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._waiters.setdefault(ask_id, []).append(future)
         try:
-            await first_of(future, self._clock.sleep_until(wake))
+            yield future
         finally:
             waiters = self._waiters.get(ask_id, [])
             if future in waiters:
@@ -681,7 +718,8 @@ class HumanGateway:
     ) -> tuple[AskRow, Effects]:
         """Apply ``change`` to the stored ask and store it (running ``also`` in the same
         transaction), redoing it on a fresh read if another gateway updated the ask
-        meanwhile."""
+        meanwhile. Runs on a store worker (:meth:`_apply`), off the event loop: so do
+        ``change`` and ``also``."""
         for _ in range(CONFLICT_RETRIES):
             row = self._asks.get(ask_id)
             now = self._clock.now()
@@ -707,7 +745,7 @@ class HumanGateway:
         )
 
     async def _apply(self, ask_id: str, change: _Change, also: _Also | None = None) -> AskRow:
-        row, effects = self._change(ask_id, change, also)
+        row, effects = await self._stored(self._change, ask_id, change, also)
         await self._act(row, effects)
         return row
 

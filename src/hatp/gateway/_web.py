@@ -84,10 +84,17 @@ class WebChannel:
         """The ask leaves the person's page; wake it."""
         self._bump(human)
 
-    async def wait(self, human: str, wake: datetime) -> None:
-        """Return when this process delivers or withdraws an ask of ``human``'s, or the
-        clock reaches ``wake``."""
-        event = self._changed.setdefault(human, asyncio.Event())
+    def watch(self, human: str) -> asyncio.Event:
+        """An event set when this process next delivers or withdraws an ask of
+        ``human``'s (take it before reading their inbox, so a change during the read
+        is not missed)."""
+        return self._changed.setdefault(human, asyncio.Event())
+
+    async def wait(self, human: str, wake: datetime, watched: asyncio.Event | None = None) -> None:
+        """Return when this process delivers or withdraws an ask of ``human``'s (since
+        ``watched`` was taken from :meth:`watch`, else from now), or the clock reaches
+        ``wake``."""
+        event = self.watch(human) if watched is None else watched
         await first_of(event.wait(), self._clock.sleep_until(wake))
 
     def _bump(self, human: str) -> None:
@@ -100,7 +107,9 @@ class WebApprovals:
     """The approver page's work for a signed-in person: their asks, and their responses.
 
     Every method takes ``human`` from the caller's session
-    (:meth:`ApproverSessions.session`), never from the request.
+    (:meth:`ApproverSessions.session`), never from the request. The async methods
+    use the store off the event loop; async code calls the plain ones through the
+    store too (``await web.gateway.asks.store.call(web.inbox, human)``).
     """
 
     def __init__(
@@ -148,10 +157,11 @@ class WebApprovals:
         end = clock.now() + timedelta(seconds=min(max(wait_seconds, 0.0), MAX_WAIT_SECONDS))
         every = timedelta(seconds=self.gateway.recheck_seconds or RECHECK_SECONDS)
         while True:
-            current = self.version(human)
+            watched = self.channel.watch(human)
+            current = await self.gateway.asks.store.call(self.version, human)
             if current != since or clock.now() >= end:
                 return current
-            await self.channel.wait(human, min(end, clock.now() + every))
+            await self.channel.wait(human, min(end, clock.now() + every), watched)
 
     def ask(self, ask_id: str, human: str) -> tuple[Notice, AskProgress]:
         """``human``'s notice of ask ``ask_id`` and how the ask stands.
@@ -219,7 +229,7 @@ class WebApprovals:
                 (the credential is no passkey on their card); nothing was recorded.
             StoreUnavailable: the store failed; nothing was recorded.
         """
-        notice, _ = self.ask(ask_id, human)
+        notice, _ = await self.gateway.asks.store.call(self.ask, ask_id, human)
         key = self.channel.key(human)
         now = self.gateway.clock.now()
         if credential is not None:
@@ -257,7 +267,7 @@ class WebApprovals:
                 "sign it with",
             )
         await self.gateway.submit_vote(ask_id, vote)
-        return progress(self.gateway.asks.get(ask_id))
+        return await self._progress(ask_id)
 
     async def answer(self, ask_id: str, human: str, value: Any) -> AskProgress:
         """Record ``human``'s answer to a question; return how the ask stands.
@@ -269,9 +279,9 @@ class WebApprovals:
             ResponseRefused: ``WRONG_KIND``, ``CLOSED``, ``LATE`` or ``NOT_ASKED``.
             StoreUnavailable: the store failed.
         """
-        self.ask(ask_id, human)
+        await self.gateway.asks.store.call(self.ask, ask_id, human)
         await self.gateway.submit_answer(ask_id, human, value)
-        return progress(self.gateway.asks.get(ask_id))
+        return await self._progress(ask_id)
 
     async def decline(self, ask_id: str, human: str) -> AskProgress:
         """Pass the ask on from ``human`` ([GW-DECLINE]); return how it stands.
@@ -281,9 +291,13 @@ class WebApprovals:
             ResponseRefused: ``CLOSED`` or ``NOT_ASKED``.
             StoreUnavailable: the store failed.
         """
-        self.ask(ask_id, human)
+        await self.gateway.asks.store.call(self.ask, ask_id, human)
         await self.gateway.decline(ask_id, human)
-        return progress(self.gateway.asks.get(ask_id))
+        return await self._progress(ask_id)
+
+    async def _progress(self, ask_id: str) -> AskProgress:
+        asks = self.gateway.asks
+        return progress(await asks.store.call(asks.get, ask_id))
 
 
 def _passkeys(card: HumanCard | None) -> list[WebAuthnKey]:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from collections.abc import Awaitable, Callable
 from importlib.resources import files
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar, cast
 
 from pydantic import Field, ValidationError
 from starlette.requests import Request
@@ -54,6 +54,7 @@ APPROVER_PATH = "/approve"
 SESSION_COOKIE = "hatp_session"
 
 _M = TypeVar("_M", bound=WireModel)
+_R = TypeVar("_R")
 _Page = Callable[[Request], Awaitable[Response]]
 
 #: Sent with every page: no framing, no inline script, nothing cached, no referrer.
@@ -156,13 +157,20 @@ class _ApproverPage:
         html = render(template, base=self.prefix, gateway_id=gateway_id, **context)
         return HTMLResponse(html, status_code=status, headers=_PAGE_HEADERS)
 
-    def who(self, request: Request) -> str:
+    async def who(self, request: Request) -> str:
         """The person the request's session names. [WEB-SESSION]
 
         Raises:
             Unauthenticated: no live session.
+            StoreUnavailable: the store failed, or did not answer in time.
         """
-        return self.sessions.session(request.cookies.get(SESSION_COOKIE)).human
+        token = request.cookies.get(SESSION_COOKIE)
+        return (await self.store(self.sessions.session, token)).human
+
+    async def store(self, fn: Callable[..., _R], *args: Any) -> _R:
+        """``fn(*args)``, which uses the gateway's store, run off the event loop within
+        the store's bound ([STORE-OFF-LOOP])."""
+        return cast(_R, await self.web.gateway.asks.store.call(fn, *args))
 
     async def read(self, request: Request, model: type[_M]) -> _M:
         """The body of a request that changes something, once it passed [WEB-ORIGIN].
@@ -210,23 +218,23 @@ class _ApproverPage:
 
     async def home(self, request: Request) -> Response:
         try:
-            human = self.who(request)
+            human = await self.who(request)
         except Unauthenticated as exc:
             reason = exc.message if exc.data.get("reason") == "ENDED" else None
             return self.page("sign_in.html", human=None, next="", reason=reason)
-        items = [inbox_item(n) for n in self.web.inbox(human)]
-        version = self.web.version(human)
+        items = [inbox_item(n) for n in await self.store(self.web.inbox, human)]
+        version = await self.store(self.web.version, human)
         return self.page("inbox.html", human=human, items=items, version=version)
 
     async def ask(self, request: Request) -> Response:
         ask_id = request.path_params["ask_id"]
         try:
-            human = self.who(request)
+            human = await self.who(request)
         except Unauthenticated:
             here = f"{self.prefix}/asks/{ask_id}"
             return self.page("sign_in.html", 401, human=None, next=here, reason=None)
         try:
-            notice, progress = self.web.ask(ask_id, human)
+            notice, progress = await self.store(self.web.ask, ask_id, human)
         except AskUnknown as exc:
             return self.error_page(exc, "No such ask for you", human)
         context = ask_page(notice, progress, human, now=self.web.gateway.clock.now())
@@ -239,12 +247,12 @@ class _ApproverPage:
 
     async def sign_in_options(self, request: Request) -> dict[str, Any]:
         await self.read(request, _Empty)
-        return self.sessions.sign_in_options()
+        return await self.store(self.sessions.sign_in_options)
 
     async def sign_in(self, request: Request) -> Response:
         """[WEB-SIGN-IN] the session's token goes to the browser once, as its cookie."""
         body = await self.read(request, _SignIn)
-        signed = self.sessions.sign_in(body.credential)
+        signed = await self.store(self.sessions.sign_in, body.credential)
         session = signed.session
         response = JSONResponse(
             {"human": session.human, "expiresAt": format_time(session.expires_at)}
@@ -262,7 +270,7 @@ class _ApproverPage:
 
     async def sign_out(self, request: Request) -> Response:
         await self.read(request, _Empty)
-        self.sessions.sign_out(request.cookies.get(SESSION_COOKIE))
+        await self.store(self.sessions.sign_out, request.cookies.get(SESSION_COOKIE))
         response = JSONResponse({})
         response.delete_cookie(SESSION_COOKIE, path=self.prefix, httponly=True, samesite="strict")
         return response
@@ -272,24 +280,24 @@ class _ApproverPage:
     async def enrol_options(self, request: Request) -> dict[str, Any]:
         body = await self.read(request, _Invite)
         enrolment = _enrolling(self.enrolment)
-        invite = enrolment.invitation(body.invite)
+        invite = await self.store(enrolment.invitation, body.invite)
         card = self.web.gateway.card(invite.human)
         return {
             "human": invite.human,
             "displayName": None if card is None else card.display_name,
-            "options": enrolment.options(body.invite),
+            "options": await self.store(enrolment.options, body.invite),
         }
 
     async def enrol_finish(self, request: Request) -> dict[str, Any]:
         body = await self.read(request, _Enrol)
-        card = _enrolling(self.enrolment).register(body.invite, body.credential)
+        card = await self.store(_enrolling(self.enrolment).register, body.invite, body.credential)
         kids = [key.kid for key in card.keys if isinstance(key, WebAuthnKey)]
         return {"human": card.id, "kid": kids[-1]}  # the new passkey is the card's last
 
     # -- asks -------------------------------------------------------------
 
     async def inbox(self, request: Request) -> dict[str, Any]:
-        human = self.who(request)
+        human = await self.who(request)
         if unknown := sorted(set(request.query_params) - {"since", "waitSeconds"}):
             raise InvalidJson(
                 f"the inbox takes the query members since and waitSeconds, not {unknown[0]}",
@@ -303,31 +311,33 @@ class _ApproverPage:
             )
         wait = _query_number(request, "waitSeconds", float) or 0.0
         if since is None:
-            version = self.web.version(human)
+            version = await self.store(self.web.version, human)
         else:
             version = await self.web.changed(human, since, min(wait, MAX_WAIT_SECONDS))
-        asks = [_camel(inbox_item(n)) for n in self.web.inbox(human)]
+        asks = [_camel(inbox_item(n)) for n in await self.store(self.web.inbox, human)]
         return {"version": version, "asks": asks}
 
     async def vote_options(self, request: Request) -> dict[str, Any]:
         body = await self.read(request, _Decision)
         ask_id = request.path_params["ask_id"]
-        return self.web.vote_options(ask_id, self.who(request), body.decision)
+        return await self.store(
+            self.web.vote_options, ask_id, await self.who(request), body.decision
+        )
 
     async def vote(self, request: Request) -> dict[str, Any]:
         body = await self.read(request, _Vote)
-        ask_id, human = request.path_params["ask_id"], self.who(request)
+        ask_id, human = request.path_params["ask_id"], await self.who(request)
         done = await self.web.vote(ask_id, human, body.decision, body.credential)
         return _progress(done, human)
 
     async def answer(self, request: Request) -> dict[str, Any]:
         body = await self.read(request, _Answer)
-        ask_id, human = request.path_params["ask_id"], self.who(request)
+        ask_id, human = request.path_params["ask_id"], await self.who(request)
         return _progress(await self.web.answer(ask_id, human, body.value), human)
 
     async def decline(self, request: Request) -> dict[str, Any]:
         await self.read(request, _Empty)
-        ask_id, human = request.path_params["ask_id"], self.who(request)
+        ask_id, human = request.path_params["ask_id"], await self.who(request)
         return _progress(await self.web.decline(ask_id, human), human)
 
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 from urllib.parse import quote
 
 from hatp._edge_params import (
@@ -32,6 +32,8 @@ from hatp.http._api import Operation
 from hatp.http._callers import Owner, member
 
 __all__ = ["CoordinatorApi"]
+
+_R = TypeVar("_R")
 
 
 class CoordinatorApi:
@@ -141,7 +143,7 @@ class CoordinatorApi:
         self._running.add(task)
         task.add_done_callback(self._settled)
         txn_id = str(params.plan["txnId"])
-        return {"txnId": txn_id, "state": self._coordinator.state(txn_id).value}
+        return {"txnId": txn_id, "state": (await self._log(self._coordinator.state, txn_id)).value}
 
     async def _owner(self, params: TxnParams | AcquireParams | ReleaseParams) -> Owner:
         """The agent whose plan the transaction runs (its ``initiator``). [API-OWNER]"""
@@ -149,27 +151,29 @@ class CoordinatorApi:
         agent = plan.get("initiator")
         return Owner(agent if isinstance(agent, str) else None, f"transaction {params.txn_id}")
 
+    async def _log(self, fn: Callable[..., _R], *args: Any) -> _R:
+        """``fn(*args)``, which reads or writes the coordinator's log, run off the event
+        loop within the store's bound ([STORE-OFF-LOOP])."""
+        return await self._coordinator.log.store.call(fn, *args)
+
     async def _state(self, params: TxnParams) -> Mapping[str, Any]:
-        return {"txnId": params.txn_id, "state": self._coordinator.state(params.txn_id).value}
+        state = await self._log(self._coordinator.state, params.txn_id)
+        return {"txnId": params.txn_id, "state": state.value}
 
     async def _record(self, params: TxnParams) -> Mapping[str, Any]:
-        return {"record": self._coordinator.record(params.txn_id)}
+        return {"record": await self._log(self._coordinator.record, params.txn_id)}
 
     async def _acquire(self, params: AcquireParams) -> Mapping[str, Any]:
         log, now = self._coordinator.log, self._coordinator.clock.now()
-        fence = await asyncio.to_thread(
-            log.acquire, params.txn_id, params.owner, now, params.seconds
-        )
+        fence = await self._log(log.acquire, params.txn_id, params.owner, now, params.seconds)
         return {"txnId": params.txn_id, "fence": fence}
 
     async def _renew(self, params: RenewParams) -> Mapping[str, Any]:
         log, now = self._coordinator.log, self._coordinator.clock.now()
-        await asyncio.to_thread(
-            log.renew, params.txn_id, params.owner, params.fence, now, params.seconds
-        )
+        await self._log(log.renew, params.txn_id, params.owner, params.fence, now, params.seconds)
         return {"txnId": params.txn_id, "fence": params.fence}
 
     async def _release(self, params: ReleaseParams) -> Mapping[str, Any]:
         log = self._coordinator.log
-        await asyncio.to_thread(log.release, params.txn_id, params.owner, params.fence)
+        await self._log(log.release, params.txn_id, params.owner, params.fence)
         return {"txnId": params.txn_id, "fence": params.fence}

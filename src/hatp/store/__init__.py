@@ -19,7 +19,7 @@ from hatp.store._branches import BranchRow, BranchStore
 from hatp.store._engine import Store, open_store
 from hatp.store._leases import LeaseBook, LeaseRow, LeaseStatus
 from hatp.store._log import DecisionLog, TxnRow
-from hatp.store._offloop import StoreLimits
+from hatp.store._offloop import StoreLimits, calls_in_flight
 from hatp.store._passkeys import PasskeyBook
 from hatp.store._schema import from_ms, to_ms
 from hatp.store._used import UsedApproval, UsedApprovals, UseOutcome
@@ -47,6 +47,7 @@ __all__ = [
     "WebBook",
     "WebInvite",
     "WebSession",
+    "calls_in_flight",
     "from_ms",
     "open_store",
     "to_ms",

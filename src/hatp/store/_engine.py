@@ -32,7 +32,7 @@ from sqlalchemy.pool import QueuePool
 from sqlalchemy.sql.compiler import SQLCompiler
 
 from hatp.errors import StoreUnavailable
-from hatp.store._offloop import TIMED_OUT, StoreLimits, Workers, caller_gave_up
+from hatp.store._offloop import TIMED_OUT, Lane, StoreLimits, Workers, caller_gave_up
 from hatp.store._schema import metadata
 
 _T = TypeVar("_T")
@@ -95,8 +95,31 @@ class Store:
                 was recorded, unless a commit was already on its way), or what
                 ``fn`` raises.
         """
+        return await self._call(None, fn, args, kwargs)
+
+    def lane(self) -> Lane:
+        """A lane of calls through :meth:`call_in`: they run one at a time, in the order
+        they were made, as they would on the event loop; each waits at most
+        ``limits.call_seconds`` from when it was made, its turn included."""
+        return Lane()
+
+    async def call_in(self, lane: Lane, fn: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
+        """:meth:`call`, after the calls made before it in ``lane`` (:meth:`lane`).
+
+        Raises:
+            StoreUnavailable: as :meth:`call`.
+        """
+        return await self._call(lane, fn, args, kwargs)
+
+    async def _call(
+        self,
+        lane: Lane | None,
+        fn: Callable[..., _T],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> _T:
         seconds = self.limits.call_seconds
-        answer = await self._workers.call(seconds, fn, *args, **kwargs)
+        answer = await self._workers.call(seconds, lane, fn, args, kwargs)
         if answer is TIMED_OUT:
             name = getattr(fn, "__qualname__", type(fn).__name__)
             _log.warning("store %s: %s gave no answer within %s s", self._shown, name, seconds)

@@ -79,6 +79,12 @@ class DecisionLog:
     def __init__(self, store: Store) -> None:
         self._store = store
 
+    @property
+    def store(self) -> Store:
+        """The store the log is kept in (async code calls the log through its
+        :meth:`~Store.call`)."""
+        return self._store
+
     def create(
         self,
         txn_id: str,

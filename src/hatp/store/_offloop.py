@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-__all__ = ["StoreLimits", "Workers", "caller_gave_up"]
+__all__ = ["Lane", "StoreLimits", "Workers", "caller_gave_up", "calls_in_flight"]
 
 _T = TypeVar("_T")
 _log = logging.getLogger(__name__)
@@ -91,6 +91,21 @@ class _Call:
 
 
 _current = threading.local()
+# Calls handed to a worker and not finished, across every store of the process.
+_in_flight = 0
+_in_flight_lock = threading.Lock()
+
+
+def calls_in_flight() -> int:
+    """How many :meth:`Store.call` calls of this process a worker has yet to finish
+    (queued or running): a simulated clock moves only when there are none."""
+    return _in_flight
+
+
+def _count(step: int) -> None:
+    global _in_flight
+    with _in_flight_lock:
+        _in_flight += step
 
 
 def caller_gave_up() -> bool:
@@ -116,36 +131,59 @@ class Workers:
         self._closed = False
 
     async def call(
-        self, seconds: float, fn: Callable[..., _T], *args: Any, **kwargs: Any
+        self,
+        seconds: float,
+        lane: Lane | None,
+        fn: Callable[..., _T],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
     ) -> _T | _TimedOut:
-        """Run ``fn(*args, **kwargs)`` on a worker; return what it returns, or
-        :data:`TIMED_OUT` when ``seconds`` pass first. Raises what ``fn`` raises."""
+        """Run ``fn(*args, **kwargs)`` on a worker (after the calls made before it in
+        ``lane``); return what it returns, or :data:`TIMED_OUT` when ``seconds`` pass
+        first. Raises what ``fn`` raises."""
+        scope = asyncio.timeout(seconds)
+        try:
+            async with scope:
+                if lane is None:
+                    return await self._run(fn, args, kwargs)
+                async with lane.lock():
+                    return await self._run(fn, args, kwargs)
+        except TimeoutError:
+            if not scope.expired():
+                raise  # fn's own TimeoutError
+            return TIMED_OUT
+
+    async def _run(
+        self, fn: Callable[..., _T], args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> _T:
         loop = asyncio.get_running_loop()
         done: asyncio.Future[_T] = loop.create_future()
         call = _Call()
 
         def job() -> None:
-            if call.abandoned:
-                return
-            _current.call = call
             try:
-                result = fn(*args, **kwargs)
-            except Exception as error:
-                _settle(loop, done, None, error)
-            else:
-                _settle(loop, done, result, None)
+                if call.abandoned:
+                    return
+                _current.call = call
+                try:
+                    result = fn(*args, **kwargs)
+                except Exception as error:
+                    _settle(loop, done, None, error)
+                else:
+                    _settle(loop, done, result, None)
+                finally:
+                    _current.call = None
             finally:
-                _current.call = None
+                _count(-1)
 
-        self._submit(job)
-        scope = asyncio.timeout(seconds)
+        _count(1)
         try:
-            async with scope:
-                return await done
-        except TimeoutError:
-            if not scope.expired():
-                raise  # fn's own TimeoutError
-            return TIMED_OUT
+            self._submit(job)
+        except BaseException:
+            _count(-1)
+            raise
+        try:
+            return await done
         finally:
             if not done.done() or done.cancelled():
                 call.abandoned = True
@@ -176,6 +214,21 @@ class Workers:
                 job()
             except BaseException:  # a job settles its own future; this is a bug in job
                 _log.exception("a store worker's job failed outside its call")
+
+
+class Lane:
+    """Store calls that run one at a time, in the order they were made (see
+    :meth:`Store.lane`)."""
+
+    def __init__(self) -> None:
+        self._locks: dict[asyncio.AbstractEventLoop, asyncio.Lock] = {}
+
+    def lock(self) -> asyncio.Lock:
+        """This lane's lock on the running loop (a lane may outlive a loop)."""
+        loop = asyncio.get_running_loop()
+        if loop not in self._locks:
+            self._locks = {loop: asyncio.Lock()}  # an ended loop's lock is dropped
+        return self._locks[loop]
 
 
 class _TimedOut:
