@@ -40,6 +40,16 @@ A file looks like this (paths are relative to the file)::
 
     [api]                                # the JSON API only with a caller's token
     callers = { "agent://acme.com/travel-bot" = "sha256:…" }   # from `hatp api-token`
+
+    [store]                              # every wait on the database, in seconds
+    call_seconds = 10                    # a request's wait for one store call
+    statement_seconds = 5                # PostgreSQL statement_timeout
+    lock_seconds = 5                     # PostgreSQL lock_timeout
+    idle_in_transaction_seconds = 30     # PostgreSQL idle_in_transaction_session_timeout
+    checkout_seconds = 5                 # a free connection from the pool
+    connect_seconds = 10                 # PostgreSQL connection attempts
+    busy_seconds = 15                    # SQLite busy_timeout
+    workers = 8                          # threads doing store work off the event loop
 """
 
 from __future__ import annotations
@@ -56,6 +66,7 @@ from hatp.errors import ConfigInvalid
 from hatp.evidence import origin_fits
 from hatp.http._api import DEFAULT_MAX_BODY_BYTES
 from hatp.http._callers import ApiCallers
+from hatp.store import StoreLimits
 
 __all__ = [
     "ROLES",
@@ -120,6 +131,22 @@ class _Api(_Section):
     callers: dict[str, str]  # ApiCallers says what is wrong with them
 
 
+_LIMITS = StoreLimits()
+
+
+class _Store(_Section):
+    call_seconds: float = Field(default=_LIMITS.call_seconds, gt=0, le=3600)
+    statement_seconds: float = Field(default=_LIMITS.statement_seconds, gt=0, le=3600)
+    lock_seconds: float = Field(default=_LIMITS.lock_seconds, gt=0, le=3600)
+    idle_in_transaction_seconds: float = Field(
+        default=_LIMITS.idle_in_transaction_seconds, gt=0, le=3600
+    )
+    checkout_seconds: float = Field(default=_LIMITS.checkout_seconds, gt=0, le=3600)
+    connect_seconds: float = Field(default=_LIMITS.connect_seconds, gt=0, le=3600)
+    busy_seconds: float = Field(default=_LIMITS.busy_seconds, gt=0, le=3600)
+    workers: int = Field(default=_LIMITS.workers, ge=1, le=256)
+
+
 class _File(_Section):
     server: _Server = Field(default_factory=_Server)
     gateway: _Gateway | None = None
@@ -127,6 +154,7 @@ class _File(_Section):
     coordinator: _Coordinator | None = None
     web: _Web | None = None
     api: _Api | None = None
+    store: _Store = Field(default_factory=_Store)
 
 
 @dataclass(frozen=True)
@@ -198,6 +226,8 @@ class ServeConfig:
     #: ``[api] callers``: who may call the JSON API, by the digest of their token
     #: (``None``: the API is open, for a deployment that authenticates in front of it).
     callers: ApiCallers | None = None
+    #: ``[store]``: the bound on every wait on the database.
+    store: StoreLimits = field(default_factory=StoreLimits)
 
     @property
     def served(self) -> tuple[Role, ...]:
@@ -314,6 +344,7 @@ def parse_config(doc: Mapping[str, Any], base: Path, *, source: str = "config") 
             None if read.web.directory_key is None else base / read.web.directory_key,
             {human: base / path for human, path in read.web.keys.items()},
         ),
+        store=StoreLimits(**read.store.model_dump()),
     )
     if read.api is not None:
         config = replace(config, callers=_callers(read.api.callers))

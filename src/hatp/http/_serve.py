@@ -2,7 +2,8 @@
 
 :func:`hatp_app` builds one Starlette app from whichever roles it is given
 (each can be served alone), plus ``/.well-known/human-card.json``,
-``/openapi.json`` and an index at ``/``. The app only carries requests: every
+``/openapi.json``, an index at ``/`` and the health endpoints ``/healthz`` and
+``/readyz``. The app only carries requests: every
 rule stays in the role (docs/spec.md §25).
 """
 
@@ -28,6 +29,7 @@ from hatp.http._callers import ApiCallers
 from hatp.http._coordinator_api import CoordinatorApi
 from hatp.http._directory_api import directory_operations, well_known_route
 from hatp.http._gateway_api import gateway_operations
+from hatp.http._health import health_routes
 from hatp.http._openapi import OPENAPI_PATH, openapi_document
 from hatp.http._unrouted import unrouted_handler
 from hatp.model import WELL_KNOWN_PATH
@@ -68,6 +70,8 @@ def hatp_app(
     agent (403 ``CALLER_REFUSED``); the index, the OpenAPI document, the well-known
     document and the approver page (its own sessions) stay open.
 
+    ``/healthz`` answers whenever the process does; ``/readyz`` once the store of the
+    gateway and the coordinator answers within its bound (else 503 ``STORE_UNAVAILABLE``).
     A request body larger than ``max_body_bytes`` is refused 413 ``BODY_TOO_LARGE``.
     ``app.state.hatp_operations`` lists the operations served (what the OpenAPI
     document describes); ``app.state.hatp_coordinator`` holds the coordinator's
@@ -117,6 +121,9 @@ def hatp_app(
     ]
     if well_known is not None:
         extra.append(well_known_route(well_known))
+    stores = [] if gateway is None else [gateway.asks.store]
+    stores += [] if coordinator is None else [coordinator.log.store]
+    extra += health_routes(stores)
     pages = [] if web is None else approver_routes(web, enrolment, max_body_bytes=max_body_bytes)
 
     @contextlib.asynccontextmanager

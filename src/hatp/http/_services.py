@@ -111,7 +111,7 @@ async def open_services(config: ServeConfig) -> AsyncIterator[Services]:
     clock = SystemClock()
     keyring = None if config.keyring is None else _keyring(config.keyring)
     async with contextlib.AsyncExitStack() as stack:
-        store = open_store(config.db)
+        store = open_store(config.db, limits=config.store)
         stack.callback(store.close)
         notes = [f"store: {config.db}"]
         directory = gateway = coordinator = document = web = enrolment = None
