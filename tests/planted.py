@@ -422,6 +422,19 @@ def _txn_committed_missing_branch() -> Any:
     return b.outcome("committed").sealed()
 
 
+def _txn_aborted_hold_left() -> Any:
+    # Finance rejected; the seat's release was never answered, yet the outcome says aborted.
+    b = TxnBuilder().voted(approval="reject").decided("abort", "finance rejected the spend")
+    return b.aborted("calendar", "pay", "hotel").outcome("aborted").sealed()
+
+
+def _txn_attention_hold_unnamed() -> Any:
+    # The card is named held, but the seat was never released either, and is not named.
+    b = TxnBuilder().voted(approval="reject").decided("abort", "finance rejected the spend")
+    b.aborted("calendar", "hotel").held("pay")
+    return b.outcome("needs-attention", held=["pay"]).sealed()
+
+
 def _txn_aborted_effect_left() -> Any:
     b = _voted_and_decided().committed("calendar").unwinding("pay")
     return b.aborted("pay", "flight", "hotel").outcome("aborted").sealed()
@@ -706,6 +719,12 @@ CASES: tuple[Planted, ...] = (
     Planted("txn-aborted-effect-left", "TXN-OUTCOME", "record",
             "the outcome says aborted, but the calendar entry was never undone",
             _txn_aborted_effect_left),
+    Planted("txn-aborted-hold-left", "TXN-SETTLED", "record",
+            "the outcome says aborted, but the seat's hold was never released",
+            _txn_aborted_hold_left),
+    Planted("txn-attention-hold-unnamed", "TXN-SETTLED", "record",
+            "needs-attention names the card held, but the seat is held too and not named",
+            _txn_attention_hold_unnamed),
     Planted("txn-pending-forged", "TXN-SIGNER", "record",
             "the coordinator signs the gateway's pending answer itself", _txn_pending_forged),
     Planted("txn-vote-tampered", "TXN-VOTE-SIGNED", "record",

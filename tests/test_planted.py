@@ -111,6 +111,8 @@ def test_every_switchable_check_in_the_code_has_a_planted_violation() -> None:
         | {check for checks in SIGN_IN_CASES.values() for check in checks}
         | {check for checks in _by_path("http/test_approver_page.py").values() for check in checks}
         | {check for checks in _by_path("http/test_serve_callers.py").values() for check in checks}
+        | set(_switch_offs("http/test_serve_callers.py"))
+        | set(_switch_offs("http/test_serve_refusals.py"))
     )
     assert switches <= planted, f"checks with no planted violation: {switches - planted}"
 
@@ -126,6 +128,17 @@ def _by_path(relative: str) -> dict[str, tuple[str, ...]]:
     (``tests/http``: the name is the standard library's)."""
     cases: dict[str, tuple[str, ...]] = _load(relative, relative.replace("/", "_")[:-3]).CASES
     return cases
+
+
+def _switch_offs(relative: str) -> dict[str, tuple[str, ...]]:
+    """The ``SWITCH_OFF_TESTS`` of a test module in ``tests/http`` (check -> the tests that
+    switch it off and show the harm), each test checked to exist."""
+    module = _load(relative, relative.replace("/", "_")[:-3] + "_switch_offs")
+    proofs: dict[str, tuple[str, ...]] = module.SWITCH_OFF_TESTS
+    for tests in proofs.values():
+        for test in tests:
+            assert callable(getattr(module, test, None)), f"{relative} has no {test}"
+    return proofs
 
 
 def _load(relative: str, name: str) -> Any:

@@ -632,8 +632,14 @@ class TxnBuilder:
         self.event("txn.unwinding", branchId=branch_id, error=error)
         return self
 
-    def outcome(self, state: str) -> TxnBuilder:
-        self.event("txn.outcome", state=state)
+    def held(self, branch_id: str, code: str = "OUTCOME_CONFLICT") -> TxnBuilder:
+        """The participant refused, for certain, to release ``branch_id`` [COORD-SETTLE]."""
+        error = {"code": code, "message": f"{branch_id} cannot be released", "data": {}}
+        self.event("txn.held", branchId=branch_id, step="txn.aborted", error=error)
+        return self
+
+    def outcome(self, state: str, **body: Any) -> TxnBuilder:
+        self.event("txn.outcome", state=state, **body)
         return self
 
     def sealed(self) -> dict[str, Any]:
@@ -689,6 +695,14 @@ def rejected_trip() -> dict[str, Any]:
     """Every vote yes, finance rejects, everything released: ABORTED."""
     b = TxnBuilder().voted(approval="reject").decided("abort", "finance rejected the spend")
     return b.aborted(*BRANCHES).outcome("aborted").sealed()
+
+
+def held_trip() -> dict[str, Any]:
+    """Every vote yes, finance rejects; the card's participant refuses for certain to void
+    its authorization, everything else is released: NEEDS-ATTENTION naming the card."""
+    b = TxnBuilder().voted(approval="reject").decided("abort", "finance rejected the spend")
+    b.aborted(*(branch for branch in BRANCHES if branch != "pay")).held("pay")
+    return b.outcome("needs-attention", held=["pay"], problems=["pay: refused"]).sealed()
 
 
 def unwound_trip() -> dict[str, Any]:

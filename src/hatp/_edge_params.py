@@ -16,7 +16,7 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Annotated, Any, Final, Literal
 
-from pydantic import Field, StrictInt, StringConstraints
+from pydantic import Field, StrictInt, StringConstraints, model_validator
 
 from hatp.clock import parse_time
 from hatp.coordinator import ApprovalRequest
@@ -50,6 +50,7 @@ __all__ = [
     "TxnParams",
     "TxnStateAnswer",
     "WithdrawParams",
+    "WithdrawTxnParams",
     "approval_request",
     "resolve_answer",
 ]
@@ -72,7 +73,33 @@ class HatpParams(WireModel):
     """Base of every hatp request's params: camelCase on the wire, strict types,
     unknown members refused. An edge reads them before the role is called and
     refuses params that do not fit, naming the member (MCP: ``PEER_INCOMPATIBLE``
-    reason ``METHOD``; HTTP: 400 ``INVALID_JSON``)."""
+    reason ``METHOD``; HTTP: 400 ``INVALID_JSON``). No string anywhere in them, member
+    names included, may hold U+0000 [EDGE-NUL]: PostgreSQL cannot store it, and a
+    client's bad input must not read as the store being down."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_nul(cls, data: Any) -> Any:
+        if _holds_nul(data):
+            raise ValueError("a string holds U+0000 (NUL), which hatp does not take: remove it")
+        return data
+
+
+def _holds_nul(data: Any) -> bool:
+    """Whether a string in ``data`` (a parsed JSON value) holds U+0000; iterative, so no
+    nesting can exhaust the stack."""
+    todo = [data]
+    while todo:
+        value = todo.pop()
+        if isinstance(value, str):
+            if "\x00" in value:
+                return True
+        elif isinstance(value, dict):
+            todo.extend(value.keys())
+            todo.extend(value.values())
+        elif isinstance(value, list):
+            todo.extend(value)
+    return False
 
 
 # -- the Human Gateway -----------------------------------------------------------
@@ -102,6 +129,13 @@ class WithdrawParams(HatpParams):
     """``txn/withdraw``: the ask nobody needs any more, and why."""
 
     ask_id: str = Field(min_length=1, max_length=256)
+    reason: str = Field(max_length=1000)
+
+
+class WithdrawTxnParams(HatpParams):
+    """``txn/withdrawAll``: the transaction none of whose open asks are needed any more."""
+
+    txn_id: str = Field(min_length=1, max_length=256)
     reason: str = Field(max_length=1000)
 
 

@@ -24,9 +24,11 @@ MCP JSON-RPC error.
     ├── NotReplaceable         NOT_REPLACEABLE     (data.state: the hold was not lost)
     ├── RenewalDeclined        RENEWAL_DECLINED    (data.reason: the provider's; the lease stands)
     ├── UndoInvalid            UNDO_INVALID
-    ├── ParticipantUnavailable PARTICIPANT_UNAVAILABLE (no answer: not a failure)
+    ├── Unavailable            UNAVAILABLE         (no definite answer now: retry; never a "no")
+    │   ├── ParticipantUnavailable PARTICIPANT_UNAVAILABLE
+    │   ├── StoreUnavailable       STORE_UNAVAILABLE
+    │   └── PeerUnavailable        PEER_UNAVAILABLE    (no answer from an MCP server)
     ├── TransactionUnknown     TXN_UNKNOWN
-    ├── StoreUnavailable       STORE_UNAVAILABLE
     ├── AddressInvalid         ADDRESS_INVALID     (data.reason says what is wrong)
     ├── CardInvalid            CARD_INVALID        (data.reason: SIGNATURE, ISSUER, SHAPE)
     ├── RequirementBelowTotal  REQUIREMENT_BELOW_TOTAL (data.declared, data.required)
@@ -44,7 +46,6 @@ MCP JSON-RPC error.
     ├── CallInvalid            CALL_INVALID        (data.reason: a key of CALL_REASONS)
     ├── GateInvalid            GATE_INVALID
     ├── PeerIncompatible       PEER_INCOMPATIBLE   (data.reason: a key of PEER_REASONS)
-    ├── PeerUnavailable        PEER_UNAVAILABLE    (no answer from an MCP server)
     ├── WritePlanInvalid       WRITE_PLAN_INVALID  (data.reason: a key of WRITE_PLAN_REASONS)
     ├── WriteDenied            WRITE_DENIED
     ├── WritePlanUnknown       WRITE_PLAN_UNKNOWN
@@ -112,6 +113,7 @@ __all__ = [
     "StaleFence",
     "StoreUnavailable",
     "TransactionUnknown",
+    "Unavailable",
     "UndoInvalid",
     "VersionUnsupported",
     "error_from_dict",
@@ -324,7 +326,20 @@ class UndoInvalid(HatpError):
     code = "UNDO_INVALID"
 
 
-class ParticipantUnavailable(HatpError):
+class Unavailable(HatpError):
+    """No definite answer could be had now: a store, a participant or a peer did not
+    answer (timeout, lost connection, a database that refused or was locked).
+
+    Never a "no" and never a settlement: the request may or may not have taken
+    effect, so whoever made it retries it (every hatp request is idempotent) and
+    keeps what depends on it open meanwhile. Catch this to handle every such
+    case at once (it is rebuilt as its subclass from another process's wire form).
+    """
+
+    code = "UNAVAILABLE"
+
+
+class ParticipantUnavailable(Unavailable):
     """No answer came back (timeout, lost connection). Not a failure: the
     request may or may not have taken effect, so the caller retries it."""
 
@@ -337,7 +352,7 @@ class TransactionUnknown(HatpError):
     code = "TXN_UNKNOWN"
 
 
-class StoreUnavailable(HatpError):
+class StoreUnavailable(Unavailable):
     """The database could not be reached or refused the write; nothing was recorded."""
 
     code = "STORE_UNAVAILABLE"
@@ -683,7 +698,7 @@ PEER_REASONS: dict[str, str] = {
 }
 
 
-class PeerUnavailable(HatpError):
+class PeerUnavailable(Unavailable):
     """An MCP server gave no answer (a timeout, a lost connection): not a refusal.
     The request may have taken effect; asking again is safe, every hatp request
     being idempotent. (A participant's silence is ``PARTICIPANT_UNAVAILABLE``.)"""

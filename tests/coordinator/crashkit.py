@@ -19,7 +19,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -203,6 +203,23 @@ def recover(world: TripWorld, log: DecisionLog, txn_id: str) -> Outcome | None:
     wait_lease_ended(log, txn_id, SystemClock())
     outcomes = asyncio.run(recovering_coordinator(world, log).recover())
     return next((o for o in outcomes if o.txn_id == txn_id), None)
+
+
+def per_database(cases: Sequence[tuple[Any, ...]], quick: set[str]) -> list[Any]:
+    """Each case once per database (its id ``<database>-<first member>``): the cases named
+    in ``quick`` on SQLite run in every suite, the others are marked slow."""
+    from databases import DATABASES
+
+    return [
+        pytest.param(
+            database,
+            *case,
+            id=f"{database}-{case[0]}",
+            marks=[] if database == "sqlite" and case[0] in quick else [pytest.mark.slow],
+        )
+        for database in DATABASES
+        for case in cases
+    ]
 
 
 def event_types(record: dict[str, Any]) -> list[str]:

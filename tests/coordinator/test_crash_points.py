@@ -21,8 +21,7 @@ from typing import Any
 
 import pytest
 
-from coordinator.crashkit import Site, check_ended, event_types, open_site, recover
-from databases import DATABASES
+from coordinator.crashkit import Site, check_ended, event_types, open_site, per_database, recover
 from hatp.demo._child import DECISION_ENV, FAULTS_ENV
 from hatp.model import TxnState
 
@@ -82,16 +81,7 @@ QUICK = {"prepared.after:room", "log.in-doubt", "log.escalated", "participant.co
 
 @pytest.mark.parametrize(
     ("store_url", "point", "switches", "extra", "state", "marks"),
-    [
-        pytest.param(
-            database,
-            *case,
-            id=f"{database}-{case[0]}",
-            marks=[] if database == "sqlite" and case[0] in QUICK else [pytest.mark.slow],
-        )
-        for database in DATABASES
-        for case in CASES
-    ],
+    per_database(CASES, QUICK),
     indirect=["store_url"],
 )
 def test_a_coordinator_killed_at_a_phase_one_in_doubt_or_participant_point_is_finished_COORD_CRASH(

@@ -20,20 +20,11 @@ from collections.abc import Iterator
 
 import pytest
 
-import hatp.errors
-from coordinator.crashkit import Site, check_ended, open_site, recover
-from databases import DATABASES
+from coordinator.crashkit import Site, check_ended, open_site, per_database, recover
 from hatp.demo._child import ATTEMPTS_ENV, DECISION_ENV, EDIT_CARD_ENV, FAULTS_ENV
 from hatp.model import TxnState
 
 COMMITTED, ABORTED = TxnState.COMMITTED, TxnState.ABORTED
-#: Until a store that failed is told from a refusal (hatp.errors.Unavailable, issue 20),
-#: the coordinator counts it as settled and a hold or charge stays: these cases fail.
-SETTLED_ON_REFUSAL = pytest.mark.xfail(
-    not hasattr(hatp.errors, "Unavailable"),
-    reason="issue 20: refusal counted as settlement",
-    strict=True,
-)
 
 
 @pytest.fixture
@@ -57,31 +48,11 @@ CASES: list[tuple[str, dict[str, str], TxnState]] = [
     ("payments.commit=lost-reply*1", {}, COMMITTED),
 ]
 QUICK = {"hotel.abort=store-full", "airline.commit=store-full"}
-#: A store failure at a release, an undo or a commit after the final step, where counting
-#: it as an answer leaves a hold, an entry or a charge behind.
-REFUSAL_COUNTED = {
-    "hotel.abort=store-full",
-    "hotel.abort=store-unavailable",
-    "airline.abort=store-unavailable*2",
-    "calendar.compensate=store-full",
-    "airline.commit=store-full",
-    "payments.commit=store-unavailable",
-}
 
 
 @pytest.mark.parametrize(
     ("store_url", "faults", "switches", "state"),
-    [
-        pytest.param(
-            database,
-            *case,
-            id=f"{database}-{case[0]}",
-            marks=([] if database == "sqlite" and case[0] in QUICK else [pytest.mark.slow])
-            + ([SETTLED_ON_REFUSAL] if case[0] in REFUSAL_COUNTED else []),
-        )
-        for database in DATABASES
-        for case in CASES
-    ],
+    per_database(CASES, QUICK),
     indirect=["store_url"],
 )
 def test_a_participant_store_that_fails_leaves_the_trip_whole_or_not_at_all_once_recovered(

@@ -69,6 +69,9 @@ class PasskeylessGateway:
     async def withdraw(self, ask_id: str, reason: str) -> None:
         await self.inner.withdraw(ask_id, reason)
 
+    async def withdraw_transaction(self, txn_id: str, reason: str) -> list[str]:
+        return await self.inner.withdraw_transaction(txn_id, reason)
+
     async def estimate(self, request: ApprovalRequest) -> dict[str, Any]:
         return await self.inner.estimate(request)
 

@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 from hatp.clock import ManualClock
 from hatp.coordinator import ApprovalRequest, Coordinator, Gateway, Outcome
 from hatp.demo import PARTICIPANT_IDS, TripWorld, trip_plan
-from hatp.errors import ParticipantUnavailable
+from hatp.errors import ParticipantUnavailable, StoreUnavailable
 from hatp.evidence import SigningKey, sign, verify_record
 from hatp.gateway import Notice, Responder, sign_vote
 from hatp.model import ApprovalDecision, Plan, Result
@@ -135,6 +135,27 @@ class NoRenew(Relay):
         return await call()
 
 
+class Down(Relay):
+    """A participant whose own store is down for its first ``times`` calls of ``method``:
+    each is refused ``STORE_UNAVAILABLE`` before anything is done (as the real
+    participant refuses when its database does not answer); later calls go through."""
+
+    def __init__(self, inner: Participant, method: str, times: int) -> None:
+        super().__init__(inner)
+        self._method = method
+        self.left = times
+        self.refused = 0
+
+    async def relay(self, method: str, call: Callable[[], Awaitable[T]]) -> T:
+        if method == self._method and self.left > 0:
+            self.left -= 1
+            self.refused += 1
+            raise StoreUnavailable(
+                f"{self.participant_id}'s database did not answer; nothing was recorded"
+            )
+        return await call()
+
+
 class Late(Relay):
     """Moves the clock ``seconds`` on before the first ``method`` call goes through (a slow
     network); ``method`` is ``commit`` unless told."""
@@ -193,6 +214,9 @@ class ForgeApproval:
 
     async def withdraw(self, ask_id: str, reason: str) -> None:
         await self.inner.withdraw(ask_id, reason)
+
+    async def withdraw_transaction(self, txn_id: str, reason: str) -> list[str]:
+        return await self.inner.withdraw_transaction(txn_id, reason)
 
     async def ask_question(self, question: Mapping[str, Any]) -> dict[str, Any]:
         return await self.inner.ask_question(question)

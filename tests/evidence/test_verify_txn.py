@@ -32,6 +32,7 @@ from txn_records import (
     TxnBuilder,
     committed_trip,
     failures,
+    held_trip,
     keyring,
     only,
     rejected_trip,
@@ -53,6 +54,7 @@ def voted_and_decided(**voted: Any) -> TxnBuilder:
 GOOD = {
     "committed": committed_trip,
     "rejected": rejected_trip,
+    "held": held_trip,
     "unwound": unwound_trip,
     "sold-out": sold_out_trip,
 }
@@ -63,7 +65,7 @@ def test_good_trip_record_passes_every_chain_and_txn_rule(
     build: Callable[[], dict[str, Any]],
 ) -> None:
     """[TXN-PLAN] [TXN-DIGEST] [TXN-SIGNER] [TXN-DECIDED] [TXN-VOTES] [TXN-ORDER]
-    [TXN-FINAL] [TXN-AFTER-ABORT] [TXN-OUTCOME] all pass on an honest record."""
+    [TXN-FINAL] [TXN-AFTER-ABORT] [TXN-OUTCOME] [TXN-SETTLED] all pass on an honest record."""
     report = verify_record(build(), keyring())
     assert report.ok, [(f.rule, f.detail) for f in report.findings if f.result is not Result.PASS]
     assert [f.rule for f in report.findings] == [*CHAIN_RULES, *TXN_RULES]
@@ -447,6 +449,38 @@ def test_aborted_with_an_effect_left_behind_fails_TXN_OUTCOME() -> None:
     b.compensated("calendar").aborted("flight", "hotel").outcome("aborted")
     (finding,) = only("TXN-OUTCOME", b.sealed())
     assert finding.event == 9 and "final effect stays" in finding.detail
+
+
+def test_aborted_with_a_yes_vote_never_released_fails_TXN_SETTLED() -> None:
+    """[TXN-SETTLED] Aborted, yet nothing shows the seat's hold released."""
+    b = TxnBuilder().voted(approval="reject").decided("abort")
+    b.aborted("calendar", "pay", "hotel").outcome("aborted")
+    (finding,) = only("TXN-SETTLED", b.sealed())
+    assert "branch 'flight' voted yes" in finding.detail
+    assert finding.event == 11
+
+
+def test_a_release_before_the_yes_vote_does_not_settle_it_TXN_SETTLED() -> None:
+    """[TXN-SETTLED] An abort receipt counts only after the vote it releases."""
+    b = TxnBuilder().planned()
+    b.phase2("txn.aborted", "flight")
+    for branch_id in BRANCHES:
+        b.prepared(branch_id)
+    b.approved("finance", "reject").decided("abort").aborted("calendar", "pay", "hotel")
+    (finding,) = only("TXN-SETTLED", b.outcome("aborted").sealed())
+    assert "branch 'flight'" in finding.detail
+
+
+def test_needs_attention_must_name_every_branch_still_held_TXN_SETTLED() -> None:
+    """[TXN-SETTLED] [TXN-OUTCOME] needs-attention covers only the branches it names, and
+    must name one."""
+    b = TxnBuilder().voted(approval="reject").decided("abort")
+    b.aborted("calendar", "hotel").held("pay").outcome("needs-attention", held=["pay"])
+    (finding,) = only("TXN-SETTLED", b.sealed())
+    assert "branch 'flight'" in finding.detail and "without naming it held" in finding.detail
+    b = TxnBuilder().voted(approval="reject").decided("abort").aborted(*BRANCHES)
+    (finding,) = only("TXN-OUTCOME", b.outcome("needs-attention", held=[]).sealed())
+    assert "names nothing held" in finding.detail
 
 
 def test_missing_extra_late_or_unknown_outcome_fails_TXN_OUTCOME() -> None:

@@ -293,6 +293,12 @@ PLANTED: dict[str, Any] = {
 }
 
 
+#: Each check this module proves by switching it off in a test of its own: check -> test.
+SWITCH_OFF_TESTS: dict[str, tuple[str, ...]] = {
+    "API-OWNER": ("test_switched_off_another_agent_reads_the_transaction",),
+}
+
+
 def test_switched_off_another_agent_reads_the_transaction(serve: Any) -> None:
     """[API-OWNER] with the check on the expense bot's token cannot read the travel bot's
     transaction; with it off it can: that check is what refuses it."""

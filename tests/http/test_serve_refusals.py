@@ -125,6 +125,12 @@ def test_json_with_parameters_or_in_any_case_is_read(serve: Any, content_type: s
     assert begun.status_code == 201, begun.text
 
 
+#: Each check this module proves by switching it off: check -> the test that does.
+SWITCH_OFF_TESTS: dict[str, tuple[str, ...]] = {
+    "HTTP-MEDIA-TYPE": ("test_switched_off_a_form_post_reaches_the_operation",),
+}
+
+
 def test_switched_off_a_form_post_reaches_the_operation(serve: Any) -> None:
     """[HTTP-MEDIA-TYPE] with the check off the same text/plain post begins the plan: the
     check is what refuses it."""
@@ -179,3 +185,25 @@ def test_a_lease_body_too_large_is_typed(tickets: Any) -> None:
         )
 
     _typed(tickets.run(run), 413, "BODY_TOO_LARGE")
+
+
+def test_a_nul_in_a_path_id_or_a_body_string_is_bad_input_not_an_outage_EDGE_NUL(
+    serve: Any,
+) -> None:
+    """[EDGE-NUL] U+0000 in a path's id, a member name or a member's value is 400
+    INVALID_JSON before any store sees it: PostgreSQL cannot hold it, and refusing it
+    there read as 503 STORE_UNAVAILABLE, a client's mistake shown as an outage."""
+    served: Served = serve()
+
+    async def go(http: httpx2.AsyncClient) -> list[httpx2.Response]:
+        plan = served.plan("trip-nul")
+        return [
+            await http.get("/coordinator/txns/trip%00x"),
+            await http.post("/gateway/asks/ask%00/withdraw", json={"reason": "no"}),
+            await http.post("/gateway/asks/ask-1/withdraw", json={"reason": "no\u0000"}),
+            await http.post("/coordinator/txns", json={"plan": {**plan, "x\u0000": 1}}),
+        ]
+
+    for response in served.run(go):
+        body = _typed(response, 400, "INVALID_JSON")
+        assert "U+0000" in body["message"], body

@@ -320,6 +320,27 @@ def test_ask_poll_estimate_tighten_and_withdraw_over_mcp(real_world: TripWorld) 
     assert (out["final"]["kind"], out["final"]["decision"]) == ("approval", "reject")
 
 
+def test_every_open_ask_of_a_transaction_is_withdrawn_over_mcp_COORD_WITHDRAW(
+    real_world: TripWorld,
+) -> None:
+    """[MCP-GATEWAY] [COORD-WITHDRAW] txn/withdrawAll: the ask the recovering coordinator
+    never logged is withdrawn by its transaction; asked again, nothing is left open."""
+    asked = approval_request(real_world)
+
+    async def go() -> tuple[dict[str, Any], list[str], dict[str, Any], list[str]]:
+        async with remote(real_world, "never") as gateway:
+            pending = await gateway.ask(asked)
+            withdrawn = await gateway.withdraw_transaction(asked.txn_id, "presumed abort")
+            final = await gateway.poll(pending["askId"])
+            again = await gateway.withdraw_transaction(asked.txn_id, "presumed abort")
+            return pending, withdrawn, final, again
+
+    pending, withdrawn, final, again = run(go())
+    assert withdrawn == [pending["askId"]] and again == []
+    verify(final, real_world.keyring)
+    assert (final["kind"], final["decision"]) == ("approval", "reject")
+
+
 def test_the_gateway_refusals_come_back_as_the_same_typed_errors(real_world: TripWorld) -> None:
     """[MCP-GATEWAY] unknown ask, unknown group, wrong digest, a question tightened."""
     asked = approval_request(real_world)

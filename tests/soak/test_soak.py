@@ -15,7 +15,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import hatp.errors
 from databases import ADMIN_ENV, admin_url
 
 SOAK = Path(__file__).parents[2] / "benchmarks" / "soak.py"
@@ -24,10 +23,6 @@ ON_CI = os.environ.get("CI") == "true"
 RUNS = 40 if ON_CI else 6
 #: The same runs every time unless HATP_SOAK_SEED asks for others (timing still varies).
 SEED = os.environ.get("HATP_SOAK_SEED", "20")
-#: Until a store that failed is told from a refusal (hatp.errors.Unavailable, issue 20) the
-#: coordinator counts a failed release as done, which the soak finds; those faults are left
-#: out until then (tests/coordinator/test_participant_faults.py keeps them, as xfail).
-KINDS = "" if hasattr(hatp.errors, "Unavailable") else "unreachable,lost-reply"
 
 
 def test_the_kill_loop_soak_leaves_every_trip_whole_or_not_at_all_COORD_CRASH(
@@ -35,7 +30,6 @@ def test_the_kill_loop_soak_leaves_every_trip_whole_or_not_at_all_COORD_CRASH(
 ) -> None:
     env = {**os.environ, ADMIN_ENV: admin_url().render_as_string(hide_password=False)}
     args = ["--runs", str(RUNS), "--db", "both", "--seed", SEED, "--keep", str(tmp_path)]
-    args += ["--kinds", KINDS] if KINDS else []
     done = subprocess.run(
         [sys.executable, str(SOAK), *args],
         capture_output=True,

@@ -145,7 +145,12 @@ async def _serve(
     bound = replace(settings, port=sock.getsockname()[1])
     try:
         async with opener(bound) as services:
-            server = _Server(uvicorn.Config(services.app(), log_level="warning", access_log=False))
+            # Whose X-Forwarded-* headers count is web.trusted_proxies' alone (hatp_app), not
+            # uvicorn's default trust of 127.0.0.1.
+            served = uvicorn.Config(
+                services.app(), log_level="warning", access_log=False, proxy_headers=False
+            )
+            server = _Server(served)
             url = f"http://{_shown(settings.host)}:{sock.getsockname()[1]}"
             _banner(url, services)
             loop = asyncio.get_running_loop()

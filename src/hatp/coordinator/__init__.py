@@ -4,10 +4,12 @@ It prepares every branch on its participant and asks the approval groups
 through a :class:`Gateway`, logs the decision durably, commits in tier order
 (compensate steps, the one final step, the holds) or aborts, and writes a
 signed, hash-chained Transaction Record of all of it. A new coordinator
-finishes what a crashed one left open (:meth:`Coordinator.recover`).
+finishes what a crashed one left open (:meth:`Coordinator.recover`), and a
+served process keeps doing so in the background (:class:`Recovery`).
 """
 
 from hatp.coordinator._coordinator import Coordinator, Outcome
 from hatp.coordinator._gateway import ApprovalRequest, Gateway
+from hatp.coordinator._recovery import Recovery, RecoveryStats
 
-__all__ = ["ApprovalRequest", "Coordinator", "Gateway", "Outcome"]
+__all__ = ["ApprovalRequest", "Coordinator", "Gateway", "Outcome", "Recovery", "RecoveryStats"]

@@ -1,9 +1,11 @@
 """Calling a participant: a bounded wait, and telling "no" apart from "no answer".
 
 A refusal (a typed :class:`~hatp.errors.HatpError`) is a definite answer. A
-timeout, a lost connection or a crash inside the participant is not: the
-request may or may not have taken effect, so phase-2 calls are retried with
-the same idempotency key (txnId + branchId), which doubles as a status query.
+timeout, a lost connection, a crash inside the participant, or an
+:class:`~hatp.errors.Unavailable` refusal (its store failed, a peer did not
+answer) is not: the request may or may not have taken effect, so calls are
+retried with the same idempotency key (txnId + branchId), which doubles as a
+status query, and nothing that depends on them counts as settled meanwhile.
 """
 
 from __future__ import annotations
@@ -13,7 +15,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from hatp.errors import HatpError, ParticipantUnavailable, StaleFence
+from hatp import _checks
+from hatp.errors import HatpError, ParticipantUnavailable, StaleFence, Unavailable
 
 
 @dataclass(frozen=True)
@@ -35,8 +38,10 @@ async def call_once(call: Callable[[], Awaitable[dict[str, Any]]], timeout: floa
         return Answer(receipt=await asyncio.wait_for(call(), timeout))
     except StaleFence:
         raise
-    except ParticipantUnavailable as exc:
-        return Answer(silence=exc.message)
+    except Unavailable as exc:  # its store, or the way to it, failed: no answer
+        if not _checks.is_on("COORD-SETTLE") and not isinstance(exc, ParticipantUnavailable):
+            return Answer(refusal=exc)  # the naive reading: a refusal is an answer
+        return Answer(silence=f"{exc.code}: {exc.message}")
     except HatpError as exc:
         return Answer(refusal=exc)
     except TimeoutError:

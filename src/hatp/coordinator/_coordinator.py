@@ -20,7 +20,7 @@ decided, otherwise phase 2 with the logged decision, continuing the same chain.
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import logging
 import os
 import socket
 import uuid
@@ -37,7 +37,7 @@ from hatp.coordinator._holds import HoldKeeper
 from hatp.coordinator._phase1 import Phase1
 from hatp.coordinator._phase2 import Phase2
 from hatp.coordinator._txn import TxnRun
-from hatp.errors import PlanInvalid, StaleFence
+from hatp.errors import PlanInvalid, StaleFence, StoreUnavailable
 from hatp.evidence import Keyring, RecordWriter, SigningKey, digest
 from hatp.model import (
     Decision,
@@ -50,6 +50,8 @@ from hatp.participant import Participant
 from hatp.store import DecisionLog
 
 __all__ = ["Coordinator", "Outcome"]
+
+_log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -148,6 +150,7 @@ class Coordinator:
             call_timeout=call_timeout,
             poll_seconds=poll_seconds,
             commit_allowance=commit_allowance,
+            retry_delay=retry_delay,
         )
         self._phase2 = Phase2(
             key=key,
@@ -171,6 +174,12 @@ class Coordinator:
         return self._log
 
     @property
+    def lease_seconds(self) -> float:
+        """How long this coordinator's ownership of a transaction lasts unrenewed: an
+        owner that stops is taken over this long after its last renewal at most."""
+        return self._lease
+
+    @property
     def clock(self) -> Clock:
         """The clock this coordinator's deadlines and leases run on."""
         return self._clock
@@ -183,30 +192,35 @@ class Coordinator:
                 coordinator cannot reach (``UNKNOWN_PARTICIPANT``); nothing was logged.
             VersionUnsupported: the plan names an unknown protocol version.
             OutcomeConflict: a transaction with this id is already in the log.
+            StoreUnavailable: the log could not take the plan; nothing was begun.
         """
-        return await self._drive(self._create(plan))
+        return await self._drive(await self._create(plan))
 
-    def begin(self, plan: Plan | Mapping[str, Any]) -> asyncio.Task[Outcome]:
+    async def begin(self, plan: Plan | Mapping[str, Any]) -> asyncio.Task[Outcome]:
         """Log a transaction for ``plan`` and drive it in a task of its own.
 
-        The transaction is in the log (leased to this coordinator) before this
+        The transaction is in the log (leased to this coordinator) when this
         returns, so :meth:`state` and :meth:`record` answer for it at once; the
-        task ends with its :class:`Outcome`. Call from inside the event loop.
+        task ends with its :class:`Outcome`.
 
         Raises:
-            PlanInvalid, VersionUnsupported, OutcomeConflict: as :meth:`run`; nothing was logged.
+            PlanInvalid, VersionUnsupported, OutcomeConflict, StoreUnavailable: as
+                :meth:`run`; nothing was logged.
         """
-        return asyncio.get_running_loop().create_task(self._drive(self._create(plan)))
+        run = await self._create(plan)
+        return asyncio.get_running_loop().create_task(self._drive(run))
 
     def state(self, txn_id: str) -> TxnState:
-        """Return where the transaction stands in the log now.
+        """Return where the transaction stands in the log now (this reads the store:
+        from async code, call it through ``log.store.call``).
 
         Raises:
             TransactionUnknown: no such transaction in the log.
+            StoreUnavailable: the log could not be read.
         """
         return self._log.get(txn_id).state
 
-    def _create(self, plan: Plan | Mapping[str, Any]) -> TxnRun:
+    async def _create(self, plan: Plan | Mapping[str, Any]) -> TxnRun:
         parsed = parse_plan(plan)
         self._check_reachable(parsed)
         wire = parsed.to_wire()
@@ -222,7 +236,8 @@ class Coordinator:
             },
             self._key,
         )
-        fence = self._log.create(
+        fence = await self._log.store.call(
+            self._log.create,
             parsed.txn_id,
             wire,
             plan_digest,
@@ -232,12 +247,19 @@ class Coordinator:
             writer.events(),
         )
         fault_point("log.planned")
+        _log.info("txn %s begun by %s (fence %d)", parsed.txn_id, self.owner, fence)
         return TxnRun(parsed, plan_digest, fence, writer, persisted=1)
 
     async def recover(self) -> list[Outcome]:
-        """Take over and finish every open transaction whose owner's lease has ended."""
+        """Take over and finish, one after another, every open transaction whose owner's
+        lease has ended; return their outcomes (:class:`Recovery` does the same in the
+        background, concurrently, for a served process).
+
+        Raises:
+            StoreUnavailable: the log could not be read.
+        """
         outcomes = []
-        for txn_id in self._log.claimable(self._clock.now()):
+        for txn_id in await self._log.store.call(self._log.claimable, self._clock.now()):
             outcome = await self.resume(txn_id)
             if outcome is not None:
                 outcomes.append(outcome)
@@ -248,35 +270,47 @@ class Coordinator:
 
         Raises:
             TransactionUnknown: no such transaction in the log.
+            StoreUnavailable: the log could not be read or written.
         """
-        fence = self._log.acquire(txn_id, self.owner, self._clock.now(), self._lease)
+        call = self._log.store.call
+        fence = await call(self._log.acquire, txn_id, self.owner, self._clock.now(), self._lease)
         if fence is None:
             return None
-        row = self._log.get(txn_id)
-        events = self._log.events(txn_id)
+        row = await call(self._log.get, txn_id)
+        events = await call(self._log.events, txn_id)
         writer = RecordWriter.resume({"recordId": txn_id, "events": events}, self._clock)
         run = TxnRun(parse_plan(row.plan), row.plan_digest, fence, writer, len(events), row.state)
         run.restore(events)
         if row.state.finished:
-            self._log.release(txn_id, self.owner, fence)
-            return Outcome(txn_id, row.state, run.reason, self._log.record(txn_id))
+            await call(self._log.release, txn_id, self.owner, fence)
+            return Outcome(txn_id, row.state, run.reason, await call(self._log.record, txn_id))
+        _log.warning(
+            "txn %s taken over by %s (fence %d) in state %s",
+            txn_id,
+            self.owner,
+            fence,
+            row.state.value,
+        )
         run.note(self._key, TxnEvent.TAKEN_OVER, owner=self.owner, fence=fence)
         if row.state is TxnState.ACTIVE:
             # Presumed abort: nothing was decided, so nothing may be committed.
             run.reason = "presumed abort: the previous owner stopped before deciding"
             run.note(self._key, TxnEvent.DECIDED, decision=Decision.ABORT.value, reason=run.reason)
             try:
-                run.flush(self._log, state=TxnState.ABORTING, decision=Decision.ABORT)
+                await run.flush(self._log, state=TxnState.ABORTING, decision=Decision.ABORT)
             except StaleFence as exc:
-                return self._fenced(run, exc)
+                return await self._fenced(run, exc)
+        if run.state is TxnState.ABORTING:
             await self._withdraw_asks(run)
         return await self._drive(run)
 
     def record(self, txn_id: str) -> dict[str, Any]:
-        """Return the transaction's record as logged so far.
+        """Return the transaction's record as logged so far (this reads the store: from
+        async code, call it through ``log.store.call``).
 
         Raises:
             TransactionUnknown: no such transaction in the log.
+            StoreUnavailable: the log could not be read.
         """
         return self._log.record(txn_id)
 
@@ -298,36 +332,49 @@ class Coordinator:
                 await self._decide(run)
             await self._phase2.finish(run)
         except StaleFence as exc:
-            return self._fenced(run, exc)
+            return await self._fenced(run, exc)
         finally:
             keeper.cancel()
         # Finished (the outcome write gave the lease up), or stopped with a participant
         # still silent: either way another coordinator may take the transaction up at once.
         if not run.released:
-            self._release(run)
+            await self._release(run)
         return Outcome(run.txn_id, run.state, run.reason, run.writer.to_json())
 
-    def _fenced(self, run: TxnRun, exc: StaleFence) -> Outcome:
+    async def _fenced(self, run: TxnRun, exc: StaleFence) -> Outcome:
         """Another owner took over: report the log's record, which it now writes."""
+        _log.warning("txn %s: %s was fenced off: %s", run.txn_id, self.owner, exc.message)
         return Outcome(
             run.txn_id,
             run.state,
             f"fenced off: {exc.message}",
-            self._log.record(run.txn_id),
+            await self._log.store.call(self._log.record, run.txn_id),
             fenced=True,
         )
 
     async def _keep_lease(self, run: TxnRun) -> None:
+        """Renew the ownership lease at a third of its length until cancelled. A renewal
+        the store does not take is tried again at the next turn: the lease has two more
+        thirds to run, and a run that loses it is fenced off, never doubled."""
         while True:
             await self._clock.sleep_until(self._clock.now() + timedelta(seconds=self._lease / 3))
             try:
-                self._log.renew(run.txn_id, self.owner, run.fence, self._clock.now(), self._lease)
+                await self._log.store.call(
+                    self._log.renew, run.txn_id, self.owner, run.fence, self._clock.now(),
+                    self._lease,
+                )  # fmt: skip
             except StaleFence:
                 return
+            except StoreUnavailable as exc:
+                _log.warning("txn %s: lease renewal failed, trying again: %s", run.txn_id, exc)
 
-    def _release(self, run: TxnRun) -> None:
-        with contextlib.suppress(StaleFence):  # someone else owns it now; nothing to release
-            self._log.release(run.txn_id, self.owner, run.fence)
+    async def _release(self, run: TxnRun) -> None:
+        try:
+            await self._log.store.call(self._log.release, run.txn_id, self.owner, run.fence)
+        except StaleFence:
+            pass  # someone else owns it now; nothing to release
+        except StoreUnavailable as exc:  # the lease runs out by itself; recovery then claims it
+            _log.warning("txn %s: could not release its lease: %s", run.txn_id, exc)
 
     async def _decide(self, run: TxnRun) -> None:
         """Phase 1, then the durable decision."""
@@ -338,13 +385,20 @@ class Coordinator:
         run.reason = problem or "every branch voted yes and every approval group approved"
         run.note(self._key, TxnEvent.DECIDED, decision=decision.value, reason=run.reason)
         state = TxnState.ABORTING if problem else TxnState.COMMITTING
-        run.flush(self._log, state=state, decision=decision)
+        await run.flush(self._log, state=state, decision=decision)
         fault_point("log.decided")
+        _log.info("txn %s decided %s: %s", run.txn_id, decision.value, run.reason)
 
     async def _withdraw_asks(self, run: TxnRun) -> None:
-        """Withdraw every ask still open: the transaction will not use it [COORD-WITHDRAW]."""
-        for name, ask_id in run.asks.items():
-            if name in run.decided_asks:
-                continue
-            with contextlib.suppress(Exception):  # the deadline withdraws it in any case
-                await self._gateway.withdraw(ask_id, f"transaction {run.txn_id} aborted")
+        """Withdraw every ask still open about the transaction: it will not use them
+        [COORD-WITHDRAW]. The gateway's own asks say which are open, so an ask whose
+        pending vote never reached this log is withdrawn too."""
+        try:
+            withdrawn = await self._gateway.withdraw_transaction(
+                run.txn_id, f"transaction {run.txn_id} aborted: {run.reason}"[:1000]
+            )
+        except Exception as exc:  # the gateway closes them at their deadline in any case
+            _log.warning("txn %s: its asks could not be withdrawn now: %s", run.txn_id, exc)
+            return
+        if withdrawn:
+            _log.info("txn %s: withdrew asks %s", run.txn_id, ", ".join(withdrawn))

@@ -67,6 +67,11 @@ class Gateway(Protocol):
         """Withdraw an ask the transaction no longer needs; a decided ask stays decided."""
         ...
 
+    async def withdraw_transaction(self, txn_id: str, reason: str) -> list[str]:
+        """Withdraw every open ask about the transaction, whether or not its asker
+        logged it; return their ids. A decided ask stays decided."""
+        ...
+
     async def estimate(self, request: ApprovalRequest) -> dict[str, Any]:
         """Return the signed ChainEstimate of asking the group: the worst case along
         its escalation chain, nobody answering. Asks nobody."""

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
@@ -23,15 +24,18 @@ from typing import Any
 from hatp import _checks
 from hatp._faults import fault_point
 from hatp.clock import Clock, format_time, parse_time
+from hatp.coordinator._calls import backoff
 from hatp.coordinator._gateway import ApprovalRequest, Gateway
 from hatp.coordinator._holds import HoldKeeper, approve_by, deadline_body
 from hatp.coordinator._modes import ModeChooser
 from hatp.coordinator._txn import TxnRun
 from hatp.coordinator._vetting import describe, vet_approval, vet_pending, vet_vote
-from hatp.errors import StaleFence
+from hatp.errors import StaleFence, Unavailable
 from hatp.evidence import Keyring, SigningKey, digest
 from hatp.model import ApprovalGroup, Branch, HoldTerms, Mode, Tier, TxnEvent
 from hatp.participant import Participant
+
+_log = logging.getLogger(__name__)
 
 
 class Phase1:
@@ -49,6 +53,8 @@ class Phase1:
         call_timeout: float,
         poll_seconds: float,
         commit_allowance: float,
+        retry_delay: float = 0.05,
+        prepare_attempts: int = 3,
     ) -> None:
         self._key = key
         self._participants = participants
@@ -59,6 +65,8 @@ class Phase1:
         self._timeout = call_timeout
         self._poll = poll_seconds
         self._allowance = commit_allowance
+        self._delay = retry_delay
+        self._prepare_attempts = max(1, prepare_attempts)
         self._modes = ModeChooser(
             participants=participants,
             gateway=gateway,
@@ -289,15 +297,13 @@ class Phase1:
             run.note(self._key, event, groupId=name, approval=None, problem=problem)
 
     async def _prepare(self, run: TxnRun, branch: Branch) -> str | None:
-        participant = self._participants[branch.participant]
         try:
-            receipt = await asyncio.wait_for(
-                participant.prepare(run.plan, branch.branch_id, run.fence), self._timeout
-            )
+            receipt = await self._prepare_retried(run, branch)
         except StaleFence:
             raise
         except Exception as exc:  # any failure to vote yes is a no; fail closed
             failure = describe(exc, self._timeout)
+            _log.info("txn %s: %s gave no yes vote: %s", run.txn_id, branch.branch_id, failure)
             run.note(self._key, TxnEvent.PREPARED, branchId=branch.branch_id, receipt=None,
                      problem=failure)  # fmt: skip
             return f"{branch.branch_id}: {failure}"
@@ -314,6 +320,43 @@ class Phase1:
             run.prepares[branch.branch_id] = parsed
             return None
         return f"{branch.branch_id}: {problem}"
+
+    async def _prepare_retried(self, run: TxnRun, branch: Branch) -> dict[str, Any]:
+        """Ask the participant to prepare; a transient failure is asked again [COORD-PREPARE-RETRY].
+
+        No answer, or an :class:`~hatp.errors.Unavailable` refusal (its store was
+        down, a pooled connection had gone stale), is not a no: prepare is
+        idempotent by txnId + branchId, so it is sent again with backoff, up to
+        ``prepare_attempts`` times and never past the approval deadline. What is
+        still failing then counts as a no vote.
+
+        Raises:
+            StaleFence, HatpError, TimeoutError, Exception: the last failure.
+        """
+        participant = self._participants[branch.participant]
+        attempt = 1
+        while True:
+            try:
+                return await asyncio.wait_for(
+                    participant.prepare(run.plan, branch.branch_id, run.fence), self._timeout
+                )
+            except (Unavailable, TimeoutError) as exc:
+                wake = self._clock.now() + timedelta(seconds=backoff(attempt, self._delay))
+                if (
+                    attempt >= self._prepare_attempts
+                    or wake >= run.approve_by
+                    or not _checks.is_on("COORD-PREPARE-RETRY")
+                ):
+                    raise
+                _log.warning(
+                    "txn %s: prepare of %s failed for now (attempt %d), asking again: %s",
+                    run.txn_id,
+                    branch.branch_id,
+                    attempt,
+                    describe(exc, self._timeout),
+                )
+                await self._clock.sleep_until(wake)
+                attempt += 1
 
     async def _ask(self, run: TxnRun, group: ApprovalGroup) -> str | None:
         """Ask one group and poll its ask until the gateway signs the group's approval.

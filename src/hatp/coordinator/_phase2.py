@@ -11,6 +11,7 @@ they end; an answer after some lapsed ends the transaction ``needs-recovery``
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime, timedelta
 from typing import Any
@@ -30,6 +31,7 @@ from hatp.participant import Participant
 from hatp.store import DecisionLog
 
 _Call = Callable[[], Awaitable[dict[str, Any]]]
+_log = logging.getLogger(__name__)
 
 
 class Phase2:
@@ -111,7 +113,7 @@ class Phase2:
             await self._recover_lapsed(run)
             return
         run.reason = "; ".join(failed) or "every branch committed"
-        self._finish(run, TxnState.COMMITTED, failed)
+        await self._finish(run, TxnState.COMMITTED, failed)
 
     def _late(self, run: TxnRun, branch: Branch) -> bool:
         """Whether the final step's answer is a late one [COORD-LATE-ANSWER]: a person was
@@ -135,7 +137,7 @@ class Phase2:
             f"the final step answered after the holds on {', '.join(run.lapsed)} lapsed: "
             "they were released, and recovery was offered to a person"
         )
-        self._finish(run, TxnState.NEEDS_RECOVERY, [f"{b}: lapsed" for b in run.lapsed])
+        await self._finish(run, TxnState.NEEDS_RECOVERY, [f"{b}: lapsed" for b in run.lapsed])
 
     async def _commit(self, run: TxnRun, branch: Branch) -> OutcomeReceipt | HatpError | None:
         """Commit one branch; a receipt, a definite refusal, or ``None`` if still no answer.
@@ -178,7 +180,7 @@ class Phase2:
                     run.note(self._key, TxnEvent.COMMITTED, branchId=bid, receipt=answer.receipt)
                     fault_point(f"commit.after:{bid}")
                     if run.state is TxnState.IN_DOUBT:
-                        run.flush(self._log, state=TxnState.COMMITTING)
+                        await run.flush(self._log, state=TxnState.COMMITTING)
                         fault_point("log.committing")
                     return parsed
                 silence = f"unusable receipt: {problem}"
@@ -186,7 +188,7 @@ class Phase2:
                 run.note(
                     self._key, TxnEvent.IN_DOUBT, branchId=bid, attempt=attempt, detail=silence
                 )
-                run.flush(self._log, state=TxnState.IN_DOUBT)
+                await run.flush(self._log, state=TxnState.IN_DOUBT)
                 fault_point("log.in-doubt")
             elif not _checks.is_on("COORD-IN-DOUBT"):
                 return HatpError(f"{bid}: {silence}")  # the naive reading: silence is failure
@@ -215,7 +217,7 @@ class Phase2:
         if self._clock.now() < due:
             return due
         await self._escalator.escalate(run, branch, silence)
-        run.flush(self._log)
+        await run.flush(self._log)
         fault_point("log.escalated")
         return None
 
@@ -240,7 +242,7 @@ class Phase2:
     async def _unwind(self, run: TxnRun, branch_id: str, error: HatpError) -> None:
         run.reason = f"{branch_id}: {error}"
         run.note(self._key, TxnEvent.UNWINDING, branchId=branch_id, error=error.to_dict())
-        run.flush(self._log, state=TxnState.UNWINDING)
+        await run.flush(self._log, state=TxnState.UNWINDING)
         fault_point("log.unwinding")
         await self._undo_all(run)
 
@@ -260,13 +262,13 @@ class Phase2:
                 settled = await self._settle(run, branch, call, TxnEvent.ABORTED)
             if not settled:
                 return
-        self._finish(run, TxnState.ABORTED)
+        await self._finish(run, TxnState.ABORTED)
 
     async def _abort_all(self, run: TxnRun) -> None:
         for branch in run.plan.branches:
             if not await self._settle(run, branch, self._abort_call(run, branch), TxnEvent.ABORTED):
                 return
-        self._finish(run, TxnState.ABORTED)
+        await self._finish(run, TxnState.ABORTED)
 
     @staticmethod
     def _compensate_call(run: TxnRun, participant: Participant, bid: str, token: str) -> _Call:
@@ -277,7 +279,21 @@ class Phase2:
         return lambda: participant.abort(run.txn_id, branch.branch_id, run.fence)
 
     async def _settle(self, run: TxnRun, branch: Branch, call: _Call, event: TxnEvent) -> bool:
-        """Retry an undo or abort until it is answered; ``False`` leaves the txn open."""
+        """Send an undo or abort until it is answered for certain; ``False`` leaves the
+        transaction open.
+
+        Only a receipt settles a branch: an abort receipt (``planDigest`` null when it
+        was never prepared) or a compensate receipt. A definite refusal (the branch
+        committed, the undo token is not the one issued) settles nothing either: the
+        branch is logged as still held (``txn.held``) and the transaction ends
+        ``needs-attention`` naming it. Silence, and an ``Unavailable`` refusal (the
+        participant's store was down), is no answer at all [COORD-SETTLE]: it is sent
+        again with backoff, and after the last attempt the transaction stays open in
+        its state, where recovery takes it up again.
+        """
+        bid = branch.branch_id
+        if bid in run.held:
+            return True  # logged as held: retrying cannot change a definite refusal
         expected = (
             {BranchState.COMPENSATED}
             if event is TxnEvent.COMPENSATED
@@ -286,19 +302,47 @@ class Phase2:
         for attempt in range(1, self._attempts + 1):
             answer = await call_once(call, self._timeout)
             if answer.refusal is not None:
-                run.reason += f"; {branch.branch_id} refused {event.value}: {answer.refusal}"
-                return True  # definite; nothing more this coordinator can do
+                if _checks.is_on("COORD-SETTLE"):
+                    self._hold(run, branch, event, answer.refusal)
+                return True  # definite: nothing more this coordinator can do
             if answer.receipt is not None:
                 parsed, problem = self._vet(run, branch, answer.receipt, *expected)
                 if parsed is not None and problem is None:
-                    run.note(self._key, event, branchId=branch.branch_id, receipt=answer.receipt)
-                    fault_point(f"{event.value.removeprefix('txn.')}.after:{branch.branch_id}")
+                    run.note(self._key, event, branchId=bid, receipt=answer.receipt)
+                    fault_point(f"{event.value.removeprefix('txn.')}.after:{bid}")
                     if event is TxnEvent.COMPENSATED:
-                        run.undone.add(branch.branch_id)
+                        run.undone.add(bid)
                     return True
+                _log.warning("txn %s: unusable %s receipt from %s: %s", run.txn_id,
+                             event.value, bid, problem)  # fmt: skip
+            else:
+                _log.info("txn %s: %s of %s not answered (attempt %d): %s", run.txn_id,
+                          event.value, bid, attempt, answer.silence)  # fmt: skip
             await self._wait(attempt)
-        run.reason += f"; {branch.branch_id} has not answered {event.value}"
+        run.reason += f"; {bid} has not answered {event.value}"
+        _log.warning(
+            "txn %s stays %s: %s has not answered %s after %d attempts; recovery retries it",
+            run.txn_id,
+            run.state.value,
+            bid,
+            event.value,
+            self._attempts,
+        )
         return False
+
+    def _hold(self, run: TxnRun, branch: Branch, event: TxnEvent, refusal: HatpError) -> None:
+        """Log a definite refusal to release or undo ``branch``: it is still held."""
+        bid = branch.branch_id
+        run.held[bid] = f"{event.value} refused: {refusal}"
+        run.reason += f"; {bid} refused {event.value}: {refusal}"
+        run.note(self._key, TxnEvent.HELD, branchId=bid, step=event.value, error=refusal.to_dict())
+        _log.error(
+            "txn %s: %s refused %s for certain (%s); it stays held and needs a person",
+            run.txn_id,
+            bid,
+            event.value,
+            refusal.code,
+        )
 
     def _vet(
         self, run: TxnRun, branch: Branch, receipt: dict[str, Any], *expected: BranchState
@@ -318,11 +362,20 @@ class Phase2:
                 break
         return parsed, problem
 
-    def _finish(self, run: TxnRun, state: TxnState, problems: list[str] | None = None) -> None:
+    async def _finish(
+        self, run: TxnRun, state: TxnState, problems: list[str] | None = None
+    ) -> None:
         body: dict[str, Any] = {"state": state.value}
+        if run.held and state is TxnState.ABORTED:
+            # Not aborted cleanly: say so, naming what is still held [COORD-SETTLE].
+            state = TxnState.NEEDS_ATTENTION
+            body = {"state": state.value, "held": sorted(run.held)}
+            problems = [f"{bid}: {why}" for bid, why in sorted(run.held.items())]
+            run.reason = "aborted, but still held: " + "; ".join(problems)
         if problems:
             body["problems"] = problems
         run.note(self._key, TxnEvent.OUTCOME, **body)
         run.writer.seal(self._key)
-        run.flush(self._log, state=state, release=True)
+        await run.flush(self._log, state=state, release=True)
         fault_point("log.outcome")
+        _log.info("txn %s ended %s: %s", run.txn_id, state.value, run.reason)

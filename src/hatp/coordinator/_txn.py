@@ -73,6 +73,8 @@ class TxnRun:
     released_lapsed: set[str] = field(default_factory=set)
     #: Whether recovery was offered to a person [COORD-RECOVERY-OFFER].
     offered: bool = False
+    #: Branches whose participant refused, for certain, to release or undo them (why).
+    held: dict[str, str] = field(default_factory=dict)
     #: Whether the last log write gave the ownership lease up.
     released: bool = False
 
@@ -84,7 +86,7 @@ class TxnRun:
         """Append one signed event (not yet durable) carrying the plan digest."""
         self.writer.append(event.value, {"planDigest": self.digest, **body}, key)
 
-    def flush(
+    async def flush(
         self,
         log: DecisionLog,
         *,
@@ -92,15 +94,21 @@ class TxnRun:
         decision: Decision | None = None,
         release: bool = False,
     ) -> None:
-        """Make every event so far durable, with the new state, in one log write.
+        """Make every event so far durable, with the new state, in one log write (on one
+        of the store's worker threads: the event loop never waits on the database).
 
         ``release`` gives the ownership lease up in the same write.
 
         Raises:
             StaleFence: another coordinator owns the transaction now.
+            StoreUnavailable: the write failed or did not answer in time; the run must
+                stop (recovery reads what the log holds, the write or not).
         """
         new = self.writer.events_since(self.persisted)
-        log.append(self.txn_id, self.fence, new, state=state, decision=decision, release=release)
+        await log.store.call(
+            log.append, self.txn_id, self.fence, new, state=state, decision=decision,
+            release=release,
+        )  # fmt: skip
         self.persisted += len(new)
         self.released = release
         if state is not None:
@@ -173,6 +181,10 @@ class TxnRun:
                 self.lapsed = [str(h["branchId"]) for h in body["holds"] if not h["live"]]
             elif kind == TxnEvent.ABORTED and str(body["branchId"]) in self.lapsed:
                 self.released_lapsed.add(str(body["branchId"]))
+            elif kind == TxnEvent.HELD:
+                self.held[str(body["branchId"])] = (
+                    f"{body.get('step')} refused: {body.get('error')}"
+                )
             elif kind == TxnEvent.RECOVERY_OFFERED:
                 self.offered = True
             elif kind == TxnEvent.DECIDED:

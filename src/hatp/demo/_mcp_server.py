@@ -21,7 +21,7 @@ import asyncio
 import socket
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +31,7 @@ from mcp.server.mcpserver import MCPServer
 from hatp.clock import SystemClock, format_time
 from hatp.demo.trip import PARTICIPANT_IDS, TripWorld
 from hatp.mcp import serve_hatp
+from hatp.participant import ParticipantServer
 
 __all__ = ["READY", "build_server", "main"]
 
@@ -121,11 +122,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     urls = {args.participant: args.store} if args.store else None
     with TripWorld.open(args.folder, SystemClock(), store_urls=urls) as world:
         server = build_server(world, args.participant)
+        participant = world.participants[args.participant]
         if args.stdio:
-            asyncio.run(server.run_stdio_async())
+            asyncio.run(_sweeping(participant, server.run_stdio_async()))
         else:
-            asyncio.run(serve_http(server, listen(args.http)))
+            asyncio.run(_sweeping(participant, serve_http(server, listen(args.http))))
     return 0
+
+
+async def _sweeping(participant: ParticipantServer, serving: Coroutine[Any, Any, None]) -> None:
+    """Serve, releasing holds whose lease ended meanwhile [PART-SWEEP]."""
+    async with participant.sweeping():
+        await serving
 
 
 if __name__ == "__main__":

@@ -9,9 +9,10 @@ only holds data; the CLI renders it.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -35,7 +36,7 @@ from hatp.directory import Directory
 from hatp.errors import KeyInvalid
 from hatp.evidence import Keyring, SigningKey
 from hatp.gateway import Channel, HumanGateway, MemoryChannel, Person, SoftwareAuthenticator
-from hatp.participant import Participant, ParticipantServer
+from hatp.participant import DEFAULT_SWEEP_SECONDS, Participant, ParticipantServer
 from hatp.store import AskStore, DecisionLog, Store, open_store
 from hatp.version import PROTOCOL_VERSION
 
@@ -210,6 +211,15 @@ class TripWorld:
             passkeys,
             directory_key,
         )
+
+    @contextlib.asynccontextmanager
+    async def sweeping(self, every: float = DEFAULT_SWEEP_SECONDS) -> AsyncIterator[None]:
+        """Inside the ``with`` block, every participant releases its holds whose lease
+        ended, every ``every`` seconds ([PART-SWEEP])."""
+        async with contextlib.AsyncExitStack() as stack:
+            for server in self.participants.values():
+                await stack.enter_async_context(server.sweeping(every))
+            yield
 
     @property
     def participant_ids(self) -> tuple[str, ...]:

@@ -73,6 +73,8 @@ TXN_RULES: dict[str, str] = {
     "TXN-FINAL": "at most one final (irreversible) commit",
     "TXN-AFTER-ABORT": "nothing is committed after an abort decision or once unwinding began",
     "TXN-OUTCOME": "one outcome, last before the seal, borne out by the receipts",
+    "TXN-SETTLED": "an aborted outcome shows, for every branch that voted yes, a release or "
+    "compensate receipt; a needs-attention outcome names every branch still held",
 }
 
 _DECISIONS = tuple(d.value for d in Decision)
@@ -86,6 +88,7 @@ _BRANCH_EVENTS = frozenset(
         TxnEvent.COMMITTED,
         TxnEvent.COMPENSATED,
         TxnEvent.ABORTED,
+        TxnEvent.HELD,
     }
 )
 
@@ -452,11 +455,13 @@ def _check_outcome(txn: Txn, tally: Tally) -> str | None:
         TxnState.COMMITTED: _committed_problems,
         TxnState.ABORTED: _aborted_problems,
         TxnState.NEEDS_RECOVERY: recovery_problems,
+        TxnState.NEEDS_ATTENTION: _attention_problems,
     }
     if state not in checks:
         tally.fail(
             rule,
-            f"{outcome.name} states {state!r}, not committed, aborted or needs-recovery",
+            f"{outcome.name} states {state!r}, not committed, aborted, needs-recovery or "
+            "needs-attention",
             outcome.position,
         )
         return None
@@ -493,7 +498,10 @@ def _committed_problems(txn: Txn, plan: Plan, outcome: Event) -> list[tuple[int,
     return out
 
 
-def _aborted_problems(txn: Txn, plan: Plan, outcome: Event) -> list[tuple[int, str]]:
+def _aborted_problems(
+    txn: Txn, plan: Plan, outcome: Event, exempt: frozenset[str] | set[str] = frozenset()
+) -> list[tuple[int, str]]:
+    """Why an abort is not borne out: a commit left standing (but for ``exempt`` branches)."""
     undone = [
         e
         for e in txn.of(TxnEvent.COMPENSATED, TxnEvent.ABORTED)
@@ -502,7 +510,7 @@ def _aborted_problems(txn: Txn, plan: Plan, outcome: Event) -> list[tuple[int, s
     out = []
     for event in txn.of(TxnEvent.COMMITTED):
         tier = txn.tier(event.branch)
-        if tier is None or not _is_receipt(event, "commit", "committed"):
+        if tier is None or event.branch in exempt or not _is_receipt(event, "commit", "committed"):
             continue
         if tier is not Tier.COMPENSATE:
             problem = f"its {tier} effect stays"
@@ -520,6 +528,70 @@ def _aborted_problems(txn: Txn, plan: Plan, outcome: Event) -> list[tuple[int, s
     return out
 
 
+def _attention_problems(txn: Txn, plan: Plan, outcome: Event) -> list[tuple[int, str]]:
+    """A needs-attention outcome is an abort, except for the branches it names as held."""
+    held = _held(outcome)
+    if not held:
+        return [(outcome.position, f"{outcome.name} says needs-attention but names nothing held")]
+    return _aborted_problems(txn, plan, outcome, exempt=held)
+
+
+def _held(outcome: Event) -> set[str]:
+    named = outcome.get("held")
+    if not isinstance(named, list):
+        return set()
+    return {b for b in named if isinstance(b, str)}
+
+
+def _check_settled(txn: Txn, tally: Tally) -> str | None:
+    """[TXN-SETTLED]: an abort is clean only where a receipt says so.
+
+    Every branch that voted yes and was not committed (its participant may hold
+    something for it) must show, after its last yes vote, a participant-signed
+    abort or compensate receipt; a ``needs-attention`` outcome may instead name
+    it in ``held``. A committed branch's effect and undo are [TXN-OUTCOME]'s.
+    """
+    rule = "TXN-SETTLED"
+    outcome = next(iter(txn.of(TxnEvent.OUTCOME)), None)
+    state = None if outcome is None else outcome.get("state")
+    if outcome is None or state not in (TxnState.ABORTED, TxnState.NEEDS_ATTENTION):
+        tally.ran(rule)
+        return "not an aborted record"
+    held = _held(outcome) if state == TxnState.NEEDS_ATTENTION else set()
+    voted: dict[str, int] = {}
+    for event in txn.of(TxnEvent.PREPARED, TxnEvent.REPLACED):
+        receipt = event.embedded()
+        if (
+            receipt is not None
+            and receipt.get("vote") == Vote.YES
+            and isinstance(event.branch, str)
+        ):
+            voted[event.branch] = event.position
+    # A branch committed is [TXN-OUTCOME]'s to judge (its effect, and its undo).
+    committed = {
+        e.branch for e in txn.of(TxnEvent.COMMITTED) if _is_receipt(e, "commit", "committed")
+    }
+    settled = committed | {
+        e.branch
+        for e in txn.of(TxnEvent.ABORTED, TxnEvent.COMPENSATED)
+        if e.branch in voted
+        and e.position > voted[e.branch]
+        and (_is_receipt(e, "abort", "aborted") or _is_receipt(e, "compensate", "compensated"))
+    }
+    for branch, position in sorted(voted.items(), key=lambda item: item[1]):
+        if branch in settled or branch in held:
+            continue
+        tally.fail(
+            rule,
+            f"branch {branch!r} voted yes at event {position} and nothing shows it released "
+            f"or undone, yet {outcome.name} says {state}"
+            + ("" if state == TxnState.ABORTED else " without naming it held"),
+            outcome.position,
+        )
+    tally.ran(rule)
+    return f"every one of {len(voted)} yes votes released, undone or named held"
+
+
 _RULES: dict[str, Callable[[Txn, Tally], str | None]] = {
     "TXN-PLAN": _check_plan,
     "TXN-DIGEST": _check_digest,
@@ -533,4 +605,5 @@ _RULES: dict[str, Callable[[Txn, Tally], str | None]] = {
     "TXN-FINAL": _check_final,
     "TXN-AFTER-ABORT": _check_after_abort,
     "TXN-OUTCOME": _check_outcome,
+    "TXN-SETTLED": _check_settled,
 }

@@ -285,15 +285,33 @@ class HumanGateway:
 
         await self._apply(ask_id, change)
 
-    def agent_of(self, ask_id: str) -> str | None:
+    async def withdraw_transaction(self, txn_id: str, reason: str) -> list[str]:
+        """Withdraw every open approval ask about ``txn_id``, as :meth:`withdraw` does
+        each; return their ids. What a recovering coordinator calls after presuming
+        abort [COORD-WITHDRAW]: the gateway's own durable asks say what is open, so
+        an ask made just before its asker died is withdrawn too, though the asker
+        never logged it.
+
+        Raises:
+            StoreUnavailable: the store failed; the asks withdrawn before stay withdrawn.
+        """
+        ask_ids = await self._asks.store.call(self._asks.open_for, AskKind.APPROVAL, txn_id)
+        for ask_id in ask_ids:
+            await self.withdraw(ask_id, reason)
+        if ask_ids:
+            _log.info("gateway %s: withdrew %d ask(s) of %s: %s", self._id, len(ask_ids),
+                      txn_id, reason)  # fmt: skip
+        return ask_ids
+
+    async def agent_of(self, ask_id: str) -> str | None:
         """The agent an ask is for: the initiator of an approval group's plan, the
         requester of a call, the asker of a question (``None``: it names none).
 
         Raises:
             AskUnknown: no such ask.
-            StoreUnavailable: the store failed.
+            StoreUnavailable: the store failed or did not answer within its bound.
         """
-        row = self._asks.get(ask_id)
+        row = await self._asks.store.call(self._asks.get, ask_id)
         outer, inner = _AGENT_MEMBER[row.kind]
         named = row.doc.get(outer)
         agent = named.get(inner) if isinstance(named, Mapping) else None

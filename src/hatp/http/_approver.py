@@ -101,13 +101,17 @@ def approver_routes(
     *,
     prefix: str = APPROVER_PATH,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    https: bool = False,
 ) -> list[BaseRoute]:
     """The approver page's routes under ``prefix`` (see the module docstring).
 
     ``enrolment``: registering passkeys from invitations; without it the
     registration page refuses every invitation (``INVITE_INVALID`` ``UNKNOWN``).
+    ``https``: the page is served over https whatever a request's scheme says (behind
+    a proxy that ends TLS), so the session cookie is always ``Secure``; else it is
+    ``Secure`` on https requests.
     """
-    return _ApproverPage(web, enrolment, prefix, max_body_bytes).routes()
+    return _ApproverPage(web, enrolment, prefix, max_body_bytes, https).routes()
 
 
 class _ApproverPage:
@@ -119,12 +123,14 @@ class _ApproverPage:
         enrolment: PasskeyEnrolment | None,
         prefix: str,
         max_body_bytes: int,
+        https: bool = False,
     ) -> None:
         self.web = web
         self.sessions = web.sessions
         self.enrolment = enrolment
         self.prefix = prefix
         self.max_body_bytes = max_body_bytes
+        self.https = https
 
     def routes(self) -> list[BaseRoute]:
         prefix = self.prefix
@@ -171,6 +177,11 @@ class _ApproverPage:
         """``fn(*args)``, which uses the gateway's store, run off the event loop within
         the store's bound ([STORE-OFF-LOOP])."""
         return cast(_R, await self.web.gateway.asks.store.call(fn, *args))
+
+    def secure(self, request: Request) -> bool:
+        """Whether the session cookie is ``Secure``: the page is https, or the request
+        is (its scheme as it arrived, or as a trusted proxy's ``X-Forwarded-Proto`` said)."""
+        return self.https or request.url.scheme == "https"
 
     async def read(self, request: Request, model: type[_M]) -> _M:
         """The body of a request that changes something, once it passed [WEB-ORIGIN].
@@ -262,7 +273,7 @@ class _ApproverPage:
             signed.token,
             max_age=int((session.expires_at - session.created_at).total_seconds()),
             path=self.prefix,
-            secure=request.url.scheme == "https",
+            secure=self.secure(request),
             httponly=True,
             samesite="strict",
         )
@@ -272,7 +283,13 @@ class _ApproverPage:
         await self.read(request, _Empty)
         await self.store(self.sessions.sign_out, request.cookies.get(SESSION_COOKIE))
         response = JSONResponse({})
-        response.delete_cookie(SESSION_COOKIE, path=self.prefix, httponly=True, samesite="strict")
+        response.delete_cookie(
+            SESSION_COOKIE,
+            path=self.prefix,
+            secure=self.secure(request),
+            httponly=True,
+            samesite="strict",
+        )
         return response
 
     # -- registering a passkey ---------------------------------------------

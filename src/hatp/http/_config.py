@@ -37,6 +37,8 @@ A file looks like this (paths are relative to the file)::
     session_hours = 8
     directory_key = "keys/directory.jwk" # registers passkeys from invitations
     keys = { "human://acme.com/bob" = "keys/people/bob.jwk" }   # optional
+    trusted_proxies = ["10.0.0.0/8"]     # whose X-Forwarded-Proto/-For is believed
+    https = true                         # served over https (a TLS proxy): cookies Secure
 
     [api]                                # the JSON API only with a caller's token
     callers = { "agent://acme.com/travel-bot" = "sha256:…" }   # from `hatp api-token`
@@ -54,6 +56,7 @@ A file looks like this (paths are relative to the file)::
 
 from __future__ import annotations
 
+import ipaddress
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -117,6 +120,8 @@ class _Coordinator(_Section):
     key: str = Field(min_length=1)
     participants: dict[str, str] = Field(default_factory=dict)
     call_timeout: float = Field(default=10.0, gt=0, le=3600)
+    lease_seconds: float = Field(default=30.0, ge=1, le=3600)
+    recover_seconds: float | None = Field(default=None, gt=0, le=3600)
 
 
 class _Web(_Section):
@@ -125,6 +130,8 @@ class _Web(_Section):
     session_hours: float = Field(default=8.0, gt=0, le=24 * 30)
     directory_key: str | None = Field(default=None, min_length=1)
     keys: dict[str, str] = Field(default_factory=dict)
+    trusted_proxies: list[str] = Field(default_factory=list)
+    https: bool = False
 
 
 class _Api(_Section):
@@ -182,12 +189,17 @@ class DirectorySettings:
 @dataclass(frozen=True)
 class CoordinatorSettings:
     """``[coordinator]``: its id and private key file, its participants (id → the URL of
-    their streamable-HTTP MCP endpoint), and how long one participant call may take."""
+    their streamable-HTTP MCP endpoint), how long one participant call may take, how
+    long this process owns a transaction without renewing (``lease_seconds``: another
+    process takes over at most this long after it stopped) and how often it looks for
+    transactions to take over (``recover_seconds``; ``None``: a third of the lease)."""
 
     id: str
     key: Path
     participants: Mapping[str, str] = field(default_factory=dict)
     call_timeout: float = 10.0
+    lease_seconds: float = 30.0
+    recover_seconds: float | None = None
 
 
 @dataclass(frozen=True)
@@ -196,13 +208,18 @@ class WebSettings:
     ``origins`` the page's origins (``None``: ``http://localhost:<port>``, for rpId
     ``localhost`` only); ``directory_key`` the directory's private key file, to
     register passkeys from invitations; ``keys`` Ed25519 key files the gateway signs
-    votes with for people (each a key on their card)."""
+    votes with for people (each a key on their card). ``trusted_proxies``: the IP
+    addresses and networks whose ``X-Forwarded-Proto``/``-For`` are believed (none: the
+    request as it arrives); ``https``: the page is served over https whatever a request
+    says, so the session cookie is always ``Secure``."""
 
     rp_id: str
     origins: tuple[str, ...] | None = None
     session_hours: float = 8.0
     directory_key: Path | None = None
     keys: Mapping[str, Path] = field(default_factory=dict)
+    trusted_proxies: tuple[str, ...] = ()
+    https: bool = False
 
     def origins_at(self, port: int) -> tuple[str, ...]:
         """The page's origins: as set, or ``http://localhost:<port>`` by default."""
@@ -334,6 +351,8 @@ def parse_config(doc: Mapping[str, Any], base: Path, *, source: str = "config") 
             base / read.coordinator.key,
             read.coordinator.participants,
             read.coordinator.call_timeout,
+            read.coordinator.lease_seconds,
+            read.coordinator.recover_seconds,
         ),
         web=None
         if read.web is None
@@ -343,6 +362,8 @@ def parse_config(doc: Mapping[str, Any], base: Path, *, source: str = "config") 
             read.web.session_hours,
             None if read.web.directory_key is None else base / read.web.directory_key,
             {human: base / path for human, path in read.web.keys.items()},
+            trusted_proxies=tuple(read.web.trusted_proxies),
+            https=read.web.https,
         ),
         store=StoreLimits(**read.store.model_dump()),
     )
@@ -420,6 +441,30 @@ def _check_web(config: ServeConfig) -> None:
             f"{', '.join(bad)} cannot use passkeys of rp_id {web.rp_id!r}: an origin is "
             "https://host[:port] on the rp_id or a subdomain (http only on localhost)",
         )
+    if bad := [p for p in web.trusted_proxies if not _is_address(p)]:
+        raise _bad(
+            "web.trusted_proxies",
+            f"{', '.join(map(repr, bad))}: name each proxy by its IP address or network "
+            '("10.0.0.7", "10.0.0.0/8", "fd00::/8"; a network without host bits set)',
+        )
+    if web.https and (plain := [o for o in web.origins_at(config.port) if o.startswith("http:")]):
+        raise _bad(
+            "web.https",
+            f"the page is served over https, but its origins say http ({', '.join(plain)}): "
+            "set web.origins to the https origins browsers reach it on",
+        )
+
+
+def _is_address(text: str) -> bool:
+    """An IP address, or a network in CIDR form, as uvicorn's proxy headers read them."""
+    try:
+        if "/" in text:
+            ipaddress.ip_network(text)
+        else:
+            ipaddress.ip_address(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _bad(key: str | None, message: str) -> ConfigInvalid:

@@ -139,7 +139,7 @@ class CoordinatorApi:
             self.failures.append(error)
 
     async def _begin(self, params: BeginParams) -> Mapping[str, Any]:
-        task = self._coordinator.begin(params.plan)
+        task = await self._coordinator.begin(params.plan)
         self._running.add(task)
         task.add_done_callback(self._settled)
         txn_id = str(params.plan["txnId"])
@@ -147,7 +147,7 @@ class CoordinatorApi:
 
     async def _owner(self, params: TxnParams | AcquireParams | ReleaseParams) -> Owner:
         """The agent whose plan the transaction runs (its ``initiator``). [API-OWNER]"""
-        plan = self._coordinator.log.get(params.txn_id).plan
+        plan = (await self._log(self._coordinator.log.get, params.txn_id)).plan
         agent = plan.get("initiator")
         return Owner(agent if isinstance(agent, str) else None, f"transaction {params.txn_id}")
 

@@ -49,7 +49,7 @@ def gateway_operations(gateway: HumanGateway, prefix: str = "/gateway") -> list[
         return {}
 
     async def owner(params: PollParams | WithdrawParams | TightenParams | AnsweredParams) -> Owner:
-        return Owner(gateway.agent_of(params.ask_id), f"ask {params.ask_id}")
+        return Owner(await gateway.agent_of(params.ask_id), f"ask {params.ask_id}")
 
     async def estimate(params: AskParams) -> dict[str, Any]:
         return {"estimate": await gateway.estimate(approval_request(params))}

@@ -11,14 +11,16 @@ from __future__ import annotations
 
 import contextlib
 import functools
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
+from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
 from hatp.coordinator import Coordinator
 from hatp.directory import Directory, PasskeyEnrolment
@@ -49,6 +51,8 @@ def hatp_app(
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     title: str = "hatp",
     callers: ApiCallers | None = None,
+    https: bool = False,
+    trusted_proxies: Sequence[str] = (),
 ) -> Starlette:
     """Return the app serving the JSON API of each role given.
 
@@ -63,7 +67,13 @@ def hatp_app(
       (see :func:`hatp.directory.well_known`).
     - ``web``: the approver page at ``/approve`` (sign in with a passkey, answer
       asks); with ``enrolment``, people register passkeys there from invitations.
-      The gateway must be ``web.gateway``.
+      The gateway must be ``web.gateway``. ``https``: the page is served over https
+      whatever a request says (a proxy ends TLS), so its session cookie is always
+      ``Secure``; else only on an https request.
+    - ``trusted_proxies``: IP addresses and networks (``10.0.0.0/8``) whose
+      ``X-Forwarded-Proto`` and ``X-Forwarded-For`` give a request's scheme and client
+      (uvicorn's ``ProxyHeadersMiddleware``); anyone else's are ignored. None: every
+      request is taken as it arrives.
 
     With ``callers``, every request to the JSON API carries a bearer token of one of
     them (401 ``UNAUTHENTICATED`` otherwise), and an agent's token speaks only for that
@@ -124,7 +134,11 @@ def hatp_app(
     stores = [] if gateway is None else [gateway.asks.store]
     stores += [] if coordinator is None else [coordinator.log.store]
     extra += health_routes(stores)
-    pages = [] if web is None else approver_routes(web, enrolment, max_body_bytes=max_body_bytes)
+    pages = (
+        []
+        if web is None
+        else approver_routes(web, enrolment, max_body_bytes=max_body_bytes, https=https)
+    )
 
     @contextlib.asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:
@@ -141,7 +155,13 @@ def hatp_app(
     api = routes(operations, max_body_bytes, callers)
     page = None if web is None else functools.partial(approver_error_page, web)
     unrouted = {HTTPException: unrouted_handler(page, APPROVER_PATH)}
-    app = Starlette(routes=[*extra, *pages, *api], lifespan=lifespan, exception_handlers=unrouted)
+    proxies = [Middleware(ProxyHeadersMiddleware, trusted_hosts=list(trusted_proxies))]
+    app = Starlette(
+        routes=[*extra, *pages, *api],
+        lifespan=lifespan,
+        exception_handlers=unrouted,
+        middleware=proxies if trusted_proxies else None,
+    )
     app.state.hatp_operations = operations
     app.state.hatp_coordinator = coordinator_api
     return app

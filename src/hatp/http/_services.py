@@ -21,7 +21,7 @@ from mcp.client import Client, advertise
 from starlette.applications import Starlette
 
 from hatp.clock import Clock, SystemClock
-from hatp.coordinator import Coordinator
+from hatp.coordinator import Coordinator, Recovery
 from hatp.directory import Directory, PasskeyEnrolment, well_known
 from hatp.errors import (
     CardInvalid,
@@ -76,6 +76,12 @@ class Services:
     enrolment: PasskeyEnrolment | None = None
     #: Who may call the JSON API (``[api] callers``); ``None``: anyone who reaches it.
     callers: ApiCallers | None = None
+    #: Finishing what a stopped coordinator left open (served with the coordinator role).
+    recovery: Recovery | None = None
+    #: ``web.https``: the approver page's session cookie is always ``Secure``.
+    https: bool = False
+    #: ``web.trusted_proxies``: whose ``X-Forwarded-Proto``/``-For`` are believed.
+    trusted_proxies: tuple[str, ...] = ()
 
     def app(self) -> Starlette:
         """The app serving the roles in :attr:`served` (the approver page with the gateway)."""
@@ -90,6 +96,8 @@ class Services:
             enrolment=self.enrolment if with_gateway else None,
             max_body_bytes=self.max_body_bytes,
             callers=self.callers,
+            https=self.https,
+            trusted_proxies=self.trusted_proxies,
         )
 
 
@@ -163,6 +171,10 @@ async def open_services(config: ServeConfig) -> AsyncIterator[Services]:
         if gateway is not None:
             gateway.start()
             stack.push_async_callback(gateway.stop)
+        recovery = None
+        if coordinator is not None and config.coordinator is not None:
+            every = config.coordinator.recover_seconds
+            recovery = await _recovering(stack, coordinator, every, config.served, notes)
         if config.callers is None:
             notes.append(
                 "api: open to whoever reaches it (add [api] callers, from hatp api-token, "
@@ -181,7 +193,31 @@ async def open_services(config: ServeConfig) -> AsyncIterator[Services]:
             web=web,
             enrolment=enrolment,
             callers=config.callers,
+            recovery=recovery,
+            https=config.web is not None and config.web.https,
+            trusted_proxies=() if config.web is None else config.web.trusted_proxies,
         )
+
+
+async def _recovering(
+    stack: contextlib.AsyncExitStack,
+    coordinator: Coordinator,
+    every: float | None,
+    served: tuple[Role, ...],
+    notes: list[str],
+) -> Recovery | None:
+    """Keep the coordinator's transactions finished while the services are open: recover
+    at start, then look again every ``every`` seconds ([COORD-RECOVER]). Only where the
+    coordinator role is served: a process that does not serve it does not claim its work."""
+    if "coordinator" not in served:
+        return None
+    recovery = Recovery(coordinator, every=every)
+    await stack.enter_async_context(recovery.running())
+    notes.append(
+        f"recovery: open transactions of a stopped owner taken over within "
+        f"{coordinator.lease_seconds:g} s (looked for every {recovery.every:g} s)"
+    )
+    return recovery
 
 
 @contextlib.asynccontextmanager
@@ -217,11 +253,14 @@ async def demo_services(
         )
         coordinator = world.coordinator(DecisionLog(store), gateway)
         _write(folder / "keyring.json", world.keyring.to_json())
+        notes: list[str] = []
         now = clock.now()
         plan = trip_plan(f"trip-{now:%Y%m%d-%H%M%S}", decide_by=now + timedelta(minutes=15))
         _write(folder / "trip-plan.json", {"plan": plan})
         gateway.start()
         stack.push_async_callback(gateway.stop)
+        await stack.enter_async_context(world.sweeping())
+        recovery = await _recovering(stack, coordinator, None, only or ROLES, notes)
         yield Services(
             only or ROLES,
             gateway,
@@ -234,8 +273,10 @@ async def demo_services(
                 "people: every acme person approves at once (scripted, signing with their key)",
                 f"a plan to begin: {folder / 'trip-plan.json'} (its txnId runs once)",
                 f"verify a record: hatp verify record.json --keys {folder / 'keyring.json'}",
+                *notes,
             ],
             example=folder / "trip-plan.json",
+            recovery=recovery,
         )
 
 
@@ -391,6 +432,7 @@ def _coordinator(
         keyring=keyring,
         clock=clock,
         call_timeout=settings.call_timeout,
+        lease_seconds=settings.lease_seconds,
     )
     return coordinator, links
 

@@ -77,36 +77,37 @@ class CoordinatorExtension(Extension):
     async def _begin(
         self, params: BeginParams, ctx: ServerRequestContext[Any, Any]
     ) -> Mapping[str, Any]:
-        task = self._coordinator.begin(params.plan)
+        task = await self._coordinator.begin(params.plan)
         self._running.add(task)
         task.add_done_callback(self._running.discard)
         txn_id = str(params.plan["txnId"])
-        return {"txnId": txn_id, "state": self._coordinator.state(txn_id).value}
+        state = await self._coordinator.log.store.call(self._coordinator.state, txn_id)
+        return {"txnId": txn_id, "state": state.value}
 
     async def _state(
         self, params: TxnParams, ctx: ServerRequestContext[Any, Any]
     ) -> Mapping[str, Any]:
-        return {"txnId": params.txn_id, "state": self._coordinator.state(params.txn_id).value}
+        state = await self._coordinator.log.store.call(self._coordinator.state, params.txn_id)
+        return {"txnId": params.txn_id, "state": state.value}
 
     async def _record(
         self, params: TxnParams, ctx: ServerRequestContext[Any, Any]
     ) -> Mapping[str, Any]:
-        return {"record": self._coordinator.record(params.txn_id)}
+        record = await self._coordinator.log.store.call(self._coordinator.record, params.txn_id)
+        return {"record": record}
 
     async def _acquire(
         self, params: AcquireParams, ctx: ServerRequestContext[Any, Any]
     ) -> Mapping[str, Any]:
         log, now = self._coordinator.log, self._coordinator.clock.now()
-        fence = await asyncio.to_thread(
-            log.acquire, params.txn_id, params.owner, now, params.seconds
-        )
+        fence = await log.store.call(log.acquire, params.txn_id, params.owner, now, params.seconds)
         return {"txnId": params.txn_id, "fence": fence}
 
     async def _renew(
         self, params: RenewParams, ctx: ServerRequestContext[Any, Any]
     ) -> Mapping[str, Any]:
         log, now = self._coordinator.log, self._coordinator.clock.now()
-        await asyncio.to_thread(
+        await log.store.call(
             log.renew, params.txn_id, params.owner, params.fence, now, params.seconds
         )
         return {"txnId": params.txn_id, "fence": params.fence}
@@ -115,7 +116,7 @@ class CoordinatorExtension(Extension):
         self, params: ReleaseParams, ctx: ServerRequestContext[Any, Any]
     ) -> Mapping[str, Any]:
         log = self._coordinator.log
-        await asyncio.to_thread(log.release, params.txn_id, params.owner, params.fence)
+        await log.store.call(log.release, params.txn_id, params.owner, params.fence)
         return {"txnId": params.txn_id, "fence": params.fence}
 
 

@@ -86,6 +86,19 @@ class McpGateway:
         """Withdraw the ask (``txn/withdraw``); a decided ask stays decided."""
         await self._send("txn/withdraw", {"askId": ask_id, "reason": reason[:1000]}, member=None)
 
+    async def withdraw_transaction(self, txn_id: str, reason: str) -> list[str]:
+        """Withdraw every open ask of the transaction (``txn/withdrawAll``); return their ids."""
+        params = {"txnId": txn_id, "reason": reason[:1000]}
+        found = (await self._send("txn/withdrawAll", params, member=None)).get("askIds")
+        if not isinstance(found, list):
+            raise PeerIncompatible(
+                f"{self._id} answered txn/withdrawAll without a list 'askIds'",
+                reason="METHOD",
+                server=self._id,
+                method=METHODS["txn/withdrawAll"],
+            )
+        return [str(ask_id) for ask_id in found]
+
     async def estimate(self, request: ApprovalRequest) -> dict[str, Any]:
         """Return the signed ChainEstimate of asking the group (``txn/estimate``)."""
         return await self._send("txn/estimate", _ask_params(request), member="estimate")

@@ -41,6 +41,7 @@ from hatp._edge_params import (
     ResolveParams,
     TightenParams,
     WithdrawParams,
+    WithdrawTxnParams,
     approval_request,
     resolve_answer,
 )
@@ -95,6 +96,7 @@ class GatewayExtension(Extension):
             method(METHODS["txn/ask"], AskParams, self._ask),
             method(METHODS["txn/voted"], PollParams, self._voted),
             method(METHODS["txn/withdraw"], WithdrawParams, self._withdraw),
+            method(METHODS["txn/withdrawAll"], WithdrawTxnParams, self._withdraw_all),
             method(METHODS["txn/estimate"], AskParams, self._estimate),
             method(METHODS["txn/tighten"], TightenParams, self._tighten),
             method(METHODS["ask/question"], QuestionParams, self._question),
@@ -153,6 +155,11 @@ class GatewayExtension(Extension):
     ) -> dict[str, Any]:
         await self._gateway.withdraw(params.ask_id, params.reason)
         return {}
+
+    async def _withdraw_all(
+        self, params: WithdrawTxnParams, _: ServerRequestContext[Any, Any]
+    ) -> dict[str, Any]:
+        return {"askIds": await self._gateway.withdraw_transaction(params.txn_id, params.reason)}
 
     async def _estimate(
         self, params: AskParams, _: ServerRequestContext[Any, Any]

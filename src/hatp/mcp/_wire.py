@@ -78,6 +78,7 @@ METHODS: Final[dict[str, str]] = {
         "txn/ask",
         "txn/voted",
         "txn/withdraw",
+        "txn/withdrawAll",
         "txn/estimate",
         "txn/tighten",
         "ask/question",

@@ -62,6 +62,9 @@ class TxnState(StrEnum):
     ``committed`` / ``aborted``: finished.
     ``needs-recovery``: finished, but not whole: the final step answered after
     some holds lapsed; they were released and recovery was offered to a person.
+    ``needs-attention``: finished, but not whole: aborted, yet a participant
+    refused for certain to release or undo a branch; the outcome names every
+    branch still held, for a person to resolve.
     """
 
     ACTIVE = "active"
@@ -72,11 +75,17 @@ class TxnState(StrEnum):
     COMMITTED = "committed"
     ABORTED = "aborted"
     NEEDS_RECOVERY = "needs-recovery"
+    NEEDS_ATTENTION = "needs-attention"
 
     @property
     def finished(self) -> bool:
         """Whether nothing more will happen to the transaction."""
-        return self in (TxnState.COMMITTED, TxnState.ABORTED, TxnState.NEEDS_RECOVERY)
+        return self in (
+            TxnState.COMMITTED,
+            TxnState.ABORTED,
+            TxnState.NEEDS_RECOVERY,
+            TxnState.NEEDS_ATTENTION,
+        )
 
 
 class BranchState(StrEnum):
@@ -295,6 +304,7 @@ class TxnEvent(StrEnum):
     COMMITTED = "txn.committed"
     COMPENSATED = "txn.compensated"
     ABORTED = "txn.aborted"
+    HELD = "txn.held"
     ESCALATED = "txn.escalated"
     LATE_ANSWER = "txn.late-answer"
     RECOVERY_OFFERED = "txn.recovery-offered"

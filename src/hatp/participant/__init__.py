@@ -17,9 +17,10 @@ from hatp.participant._operation import (
 )
 from hatp.participant._protocol import Participant
 from hatp.participant._relay import Relay
-from hatp.participant._server import ParticipantServer
+from hatp.participant._server import DEFAULT_SWEEP_SECONDS, ParticipantServer
 
 __all__ = [
+    "DEFAULT_SWEEP_SECONDS",
     "Committed",
     "Operation",
     "Participant",

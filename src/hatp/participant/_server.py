@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Mapping
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Iterable, Mapping
+from datetime import timedelta
 from types import MappingProxyType
 from typing import Any
 
@@ -20,7 +23,12 @@ from hatp.participant._replace import REPLACE
 from hatp.participant._rules import check_plan
 from hatp.store import BranchStore, Store
 
-__all__ = ["ParticipantServer"]
+__all__ = ["DEFAULT_SWEEP_SECONDS", "ParticipantServer"]
+
+#: How often a serving participant releases holds whose lease ended, by default.
+DEFAULT_SWEEP_SECONDS = 30.0
+
+_log = logging.getLogger(__name__)
 
 
 class ParticipantServer:
@@ -238,6 +246,37 @@ class ParticipantServer:
             The ``(txnId, branchId)`` of each hold released, each with its abort receipt stored.
         """
         return await asyncio.to_thread(self._sweep)
+
+    @contextlib.asynccontextmanager
+    async def sweeping(self, every: float = DEFAULT_SWEEP_SECONDS) -> AsyncIterator[None]:
+        """Inside the ``with`` block, :meth:`sweep` every ``every`` seconds on this
+        participant's clock [PART-SWEEP]: a hold whose coordinator vanished is
+        released at its lease's end, not never. A sweep the store refuses is logged
+        and tried at the next turn.
+
+        Raises:
+            ValueError: ``every`` is not a positive number of seconds.
+        """
+        if not every > 0:
+            raise ValueError("every must be a positive number of seconds")
+        task = asyncio.get_running_loop().create_task(self._sweep_every(every))
+        try:
+            yield
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+    async def _sweep_every(self, every: float) -> None:
+        while True:
+            try:
+                released = await self.sweep()
+            except HatpError as exc:  # the store is down: the holds wait for the next turn
+                _log.warning("participant %s: sweep failed: %s", self._id, exc)
+            else:
+                for txn_id, branch_id in released:
+                    _log.info("participant %s: released the expired hold %s/%s", self._id,
+                              txn_id, branch_id)  # fmt: skip
+            await self._clock.sleep_until(self._clock.now() + timedelta(seconds=every))
 
     # --- in the worker thread ------------------------------------------------------------
 

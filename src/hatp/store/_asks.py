@@ -208,6 +208,16 @@ class AskStore:
             rows = conn.execute(_OPEN).all()
         return [AskRow._from_row(row) for row in rows]
 
+    def open_for(self, kind: AskKind, txn_id: str) -> builtins.list[str]:
+        """Return the ids of the open asks of ``kind`` about ``txn_id``, oldest first.
+
+        Raises:
+            StoreUnavailable: the database failed.
+        """
+        with self._store.transaction() as conn:
+            found = conn.execute(_OPEN_FOR, {"kind": kind.value, "txn_id": txn_id}).scalars()
+            return builtins.list(found.all())
+
     def due(self, now: datetime) -> builtins.list[AskRow]:
         """Return the open asks whose ``next_due`` is at or before ``now``, soonest first.
 
@@ -269,6 +279,11 @@ _UPDATE = (
 )
 _IS_OPEN = ask.c.state == AskState.OPEN.value
 _OPEN = sa.select(ask).where(_IS_OPEN).order_by(ask.c.created_at, ask.c.ask_id)
+_OPEN_FOR = (
+    sa.select(ask.c.ask_id)
+    .where(_IS_OPEN, ask.c.kind == sa.bindparam("kind"), ask.c.txn_id == sa.bindparam("txn_id"))
+    .order_by(ask.c.created_at, ask.c.ask_id)
+)
 _DUE = (
     sa.select(ask)
     .where(_IS_OPEN, ask.c.next_due <= sa.bindparam("now"))
