@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -74,3 +75,20 @@ def test_readme_python_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPa
 def test_readme_names_the_two_commands_and_the_cli() -> None:
     for needle in ("make demo", "make test", "hatp verify", "hatp keys new", "docs/spec.md"):
         assert needle in README, needle
+
+
+def test_the_license_file_is_the_license_pyproject_names() -> None:
+    """pyproject's license is Apache-2.0, and LICENSE holds that license's text."""
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    assert declared["project"]["license"] == {"text": "Apache-2.0"}
+    text = (ROOT / "LICENSE").read_text(encoding="utf-8")
+    assert "Apache License" in text.splitlines()[0]
+    assert "Version 2.0, January 2004" in text
+    assert "END OF TERMS AND CONDITIONS" in text
+
+
+def test_the_changelog_describes_the_version_pyproject_ships() -> None:
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    changelog = (ROOT / "CHANGELOG.md").read_text(encoding="utf-8")
+    assert f"## {declared['project']['version']}" in changelog
+    assert "## Unreleased" in changelog
