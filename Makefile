@@ -43,6 +43,7 @@ bench: $(VENV)/.dev
 	$(BIN)/python benchmarks/gate.py
 	$(BIN)/python benchmarks/mcp.py
 	$(BIN)/python benchmarks/writes.py
+	$(BIN)/python benchmarks/cli.py
 
 ## make schemas: regenerate schemas/ from the pydantic types
 schemas: $(VENV)/.dev

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -76,3 +77,28 @@ def test_writes_benchmark_quick_run_prints_the_ratio_to_the_bare_write() -> None
     assert any(line.startswith("postgresql ") for line in lines), out
     for text in ("bare write", "<=1.5x", "where the time goes", "txn 1:", "outside any"):
         assert text in out, text
+
+
+def test_cli_benchmark_quick_run_prints_every_command_against_the_bare_start() -> None:
+    out = quick_run("cli.py")
+    for row in ("python -c pass", "hatp --version", "hatp verify --help", "hatp verify (demo"):
+        assert row in out, row
+    verdicts = [line for line in out.splitlines() if "target +" in line]
+    assert len(verdicts) == 3 and all(("PASS" in v) != ("MISS" in v) for v in verdicts), out
+
+
+def test_cli_benchmark_json_is_one_object_with_a_verdict_per_target() -> None:
+    done = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "cli.py"), "--quick", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert [row["verdict"] in ("PASS", "MISS") for row in report["rows"]] == [
+        False,
+        True,
+        True,
+        True,
+    ]

@@ -80,7 +80,8 @@ def test_readme_names_the_two_commands_and_the_cli() -> None:
 def test_the_license_file_is_the_license_pyproject_names() -> None:
     """pyproject's license is Apache-2.0, and LICENSE holds that license's text."""
     declared = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
-    assert declared["project"]["license"] == {"text": "Apache-2.0"}
+    assert declared["project"]["license"] == "Apache-2.0"
+    assert declared["project"]["license-files"] == ["LICENSE"]
     text = (ROOT / "LICENSE").read_text(encoding="utf-8")
     assert "Apache License" in text.splitlines()[0]
     assert "Version 2.0, January 2004" in text

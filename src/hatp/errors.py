@@ -29,6 +29,7 @@ MCP JSON-RPC error.
     │   ├── StoreUnavailable       STORE_UNAVAILABLE
     │   └── PeerUnavailable        PEER_UNAVAILABLE    (no answer from an MCP server)
     ├── TransactionUnknown     TXN_UNKNOWN
+    ├── SchemaMismatch         SCHEMA_MISMATCH     (data.reason: a key of SCHEMA_REASONS)
     ├── AddressInvalid         ADDRESS_INVALID     (data.reason says what is wrong)
     ├── CardInvalid            CARD_INVALID        (data.reason: SIGNATURE, ISSUER, SHAPE)
     ├── RequirementBelowTotal  REQUIREMENT_BELOW_TOTAL (data.declared, data.required)
@@ -356,6 +357,27 @@ class StoreUnavailable(Unavailable):
     """The database could not be reached or refused the write; nothing was recorded."""
 
     code = "STORE_UNAVAILABLE"
+
+
+class SchemaMismatch(_Reasoned, HatpError):
+    """The store's database is not at the schema revision this hatp runs on, and
+    opening it may not change that; ``data.reason`` (a key of :data:`SCHEMA_REASONS`)
+    says why and the message what to run. Not an :class:`Unavailable`: asking again
+    gives the same answer until someone upgrades the database or hatp."""
+
+    code = "SCHEMA_MISMATCH"
+
+
+#: Every ``SCHEMA_MISMATCH`` reason (docs/spec.md §12 [STORE-SCHEMA]).
+SCHEMA_REASONS: dict[str, str] = {
+    "NEWER": "the database is at a revision this hatp does not know: upgrade hatp",
+    "BEHIND": "the database is at an older revision: run hatp db upgrade",
+    "PARTIAL": "some of hatp's tables and no revision (an older hatp): run hatp db upgrade",
+    "DIFFERENT": "a table of hatp's name whose columns are not hatp's: not hatp's database",
+    "HEADS": "the revisions installed do not form one line",
+}
+
+__all__ += ["SCHEMA_REASONS", "SchemaMismatch"]
 
 
 class AddressInvalid(_Reasoned, HatpError):

@@ -563,17 +563,21 @@ def test_drift_before_the_commit_aborts_the_transaction_PART_PRECONDITION(
 def test_an_escrowed_undo_is_recorded_as_not_undone_LEASE_PARTICIPANT_UNDO(
     trip: Trip, sor: SystemOfRecord, apart: Store, clock: ManualClock, desk: Desk
 ) -> None:
-    """[LEASE-PARTICIPANT-UNDO] RECOVERY_REQUIRED reaches the record, which does not verify
-    as clean until a person restores the ticket."""
+    """[LEASE-PARTICIPANT-UNDO] [COORD-SETTLE] RECOVERY_REQUIRED reaches the record: the
+    transaction ends needs-attention with the ticket held, never "aborted" while the
+    ticket stays closed; the record verifies as saying exactly that."""
     escrow_trip(trip, apart, sor, clock)
     outcome = trip.run(trip_with_ticket(trip), links={PAYMENTS: card_edit(trip)})
-    assert outcome.state is TxnState.ABORTED
-    assert f"{BRANCH} refused txn.compensated: RECOVERY_REQUIRED" in outcome.reason
+    assert outcome.state is TxnState.NEEDS_ATTENTION
+    assert f"{BRANCH}: txn.compensated refused: RECOVERY_REQUIRED" in outcome.reason
     compensated = [e["body"]["branchId"] for e in events(outcome.record, "txn.compensated")]
     assert BRANCH not in compensated and "calendar" in compensated
+    [held] = events(outcome.record, "txn.held")
+    assert held["body"]["branchId"] == BRANCH
+    assert held["body"]["error"]["code"] == "RECOVERY_REQUIRED"
+    [last] = events(outcome.record, "txn.outcome")
+    assert last["body"]["held"] == [BRANCH]
     assert ticket_now(sor) == CLOSED  # a person undoes it, not the machine
-    # The offline verifier will not pass the record as clean: the undo is not done.
-    [finding] = failed_findings(outcome, trip.world)
-    assert finding.startswith("TXN-OUTCOME: ") and "'ticket'" in finding
+    assert failed_findings(outcome, trip.world) == []
     [case] = desk.cases
     assert case.lease_id == named_lease(sor, ticket_vote(outcome)).lease_id

@@ -13,8 +13,15 @@ from typing import Any
 
 import pytest
 
-from hatp.errors import ApprovalUnknown
-from hatp.store import Store, UsedApproval, UsedApprovals, UseOutcome, open_store
+from hatp.errors import ApprovalUnknown, SchemaMismatch
+from hatp.store import (
+    Store,
+    UsedApproval,
+    UsedApprovals,
+    UseOutcome,
+    open_store,
+    upgrade_store,
+)
 from racing import race
 
 NOW = datetime(2026, 12, 4, 9, 0, tzinfo=UTC)
@@ -76,17 +83,23 @@ def test_a_claim_outlives_a_restart_STORE_USED_ONCE(store_url: str) -> None:
     assert (found.approval_id, found.used_at, found.outcome) == ("apv-1", NOW, None)
 
 
-def test_a_database_made_before_the_table_gets_it_when_opened_STORE_USED_ONCE(
+def test_a_database_made_before_the_table_gets_it_from_db_upgrade_STORE_USED_ONCE(
     store_url: str,
 ) -> None:
-    """[STORE-USED-ONCE] opening a database that has hatp's other tables but not
-    ``hatp_used_approval`` creates it."""
+    """[STORE-USED-ONCE] [STORE-SCHEMA] a database an older hatp made, with hatp's other
+    tables but not ``hatp_used_approval`` and no schema revision, is refused by
+    ``open_store`` and completed by ``upgrade_store`` (``hatp db upgrade``)."""
     older = open_store(store_url)
     try:
         with older.transaction() as conn:
             conn.exec_driver_sql("DROP TABLE hatp_used_approval")
+            conn.exec_driver_sql("DROP TABLE hatp_schema_version")
     finally:
         older.close()
+    with pytest.raises(SchemaMismatch) as refused:
+        open_store(store_url)
+    assert refused.value.reason == "PARTIAL"
+    assert upgrade_store(store_url).after == "0001"
     opened = open_store(store_url)
     try:
         used = UsedApprovals(opened)

@@ -14,33 +14,41 @@ import json
 import sys
 import tempfile
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.markup import escape
 
-from hatp.cli._app import app, err, reports_errors
-from hatp.cli._timeline import print_timeline, short
-from hatp.cli._verify import print_report
-from hatp.clock import SystemClock, format_time
-from hatp.demo import PAYMENTS, TripWorld
-from hatp.demo.gated import run_gated
-from hatp.demo.scenarios import SCENARIOS, DemoRun, run_scenario
-from hatp.evidence import verify_record
-from hatp.gateway import Channel, TerminalChannel
-from hatp.model import TxnState
+from hatp.cli._app import HatpCommand, app, err, escape, refuse, reports_errors
+from hatp.cli._paths import new_folder
+
+if TYPE_CHECKING:
+    from hatp.demo import TripWorld
+    from hatp.demo.scenarios import DemoRun
+    from hatp.gateway import Channel
+
+# The demo world (every role, the store) loads when the command runs, not at start-up.
+
+#: The walks other than the trip's scenarios: at most one per run.
+_WALKS = ("--gated", "--mcp", "--writes", "--lease", "--web")
+#: The walks where nobody is asked at this terminal: --auto has nothing to do there.
+_NOBODY_ASKED = ("--writes", "--lease", "--web")
 
 
-@app.command("demo")
+@app.command("demo", cls=HatpCommand)
 @reports_errors
 def demo(
     scenario: Annotated[
-        str, typer.Option("--scenario", "-s", help="Which path to show (see --list).")
-    ] = "commit",
+        str | None,
+        typer.Option(
+            "--scenario", "-s", help="Which path to show (see --list).", show_default="commit"
+        ),
+    ] = None,
     out: Annotated[
         Path | None,
         typer.Option(
-            "--out", help="Folder for record.json, keyring.json and the ledgers (default: temp)."
+            "--out",
+            help="A new or empty folder for record.json, keyring.json and the ledgers.",
+            show_default="a new temp folder",
         ),
     ] = None,
     auto: Annotated[
@@ -90,17 +98,37 @@ def demo(
         typer.Option("--passkey", help="With --web: the plan's finance group requires a passkey."),
     ] = False,
     port: Annotated[
-        int,
+        int | None,
         typer.Option(
-            "--port", help="With --web: the port on localhost (0: any free one).", min=0, max=65535
+            "--port",
+            help="With --web: the port on localhost (0: any free one).",
+            min=0,
+            max=65535,
+            show_default="4321",
         ),
-    ] = 4321,
+    ] = None,
 ) -> None:
     """Book a business trip as one transaction and show every step.
 
     Prints the walk on stderr and the folder it wrote on stdout. With a
     terminal attached (and without --auto) you are the finance approver.
+    --out is a new or empty folder. Exit 2 for flags that do not go together.
     """
+    from hatp.demo.scenarios import SCENARIOS
+
+    given = {
+        "--scenario": scenario is not None,
+        "--out": out is not None,
+        "--auto": auto,
+        "--gated": gated,
+        "--mcp": mcp,
+        "--writes": writes,
+        "--lease": lease,
+        "--web": web,
+        "--passkey": passkey,
+        "--port": port is not None,
+    }
+    _check_flags(given, list_=list_)
     if list_:
         for name, item in SCENARIOS.items():
             typer.echo(f"{name:<10} {item.summary}")
@@ -110,29 +138,51 @@ def demo(
         typer.echo(f"{'--lease':<10} a ticket update under a lease: stale writer 409, a restore")
         typer.echo(f"{'--web':<10} the finance approver decides in the browser, with a passkey")
         return
-    if passkey and not web:
-        err.print("[red]error[/] --passkey goes with --web (the approver's passkey, in a browser)")
-        raise typer.Exit(2)
-    if web:
-        _web(out or Path(tempfile.mkdtemp(prefix="hatp-demo-")), passkey=passkey, port=port)
-        return
-    if lease:
-        _lease(out or Path(tempfile.mkdtemp(prefix="hatp-demo-")))
-        return
-    if writes:
-        _writes(out or Path(tempfile.mkdtemp(prefix="hatp-demo-")))
-        return
-    if mcp:
-        _mcp(out or Path(tempfile.mkdtemp(prefix="hatp-demo-")), auto)
-        return
-    if gated:
-        _gated(out or Path(tempfile.mkdtemp(prefix="hatp-demo-")), auto)
-        return
-    chosen = SCENARIOS.get(scenario)
+    chosen = SCENARIOS.get(scenario or "commit")
     if chosen is None:
-        err.print(f"[red]error[/] no scenario {scenario!r}; choose one of: {', '.join(SCENARIOS)}")
-        raise typer.Exit(2)
-    folder = out or Path(tempfile.mkdtemp(prefix="hatp-demo-"))
+        refuse(f"--scenario: no scenario {scenario!r}; choose one of: {', '.join(SCENARIOS)}")
+    folder = (
+        Path(tempfile.mkdtemp(prefix="hatp-demo-")) if out is None else new_folder(out, "--out")
+    )
+    if web:
+        _web(folder, passkey=passkey, port=4321 if port is None else port)
+    elif lease:
+        _lease(folder)
+    elif writes:
+        _writes(folder)
+    elif mcp:
+        _mcp(folder, auto)
+    elif gated:
+        _gated(folder, auto)
+    else:
+        _trip(chosen.name, folder, auto)
+
+
+def _check_flags(given: dict[str, bool], *, list_: bool) -> None:
+    """Refuse flags that cannot go together, rather than ignore one of them.
+
+    Raises:
+        ConfigInvalid: two flags that do not go together, naming both.
+    """
+    chosen = [flag for flag, on in given.items() if on]
+    if list_ and chosen:
+        refuse(f"--list goes alone (it names every walk and exits), not with {chosen[0]}")
+    walks = [flag for flag in _WALKS if given[flag]]
+    if len(walks) > 1:
+        refuse(f"{walks[0]} and {walks[1]} are two walks: choose one")
+    if walks and given["--scenario"]:
+        refuse(f"--scenario picks a path of the trip; {walks[0]} is another walk: choose one")
+    if walks and walks[0] in _NOBODY_ASKED and given["--auto"]:
+        refuse(f"--auto goes with the trip, --gated or --mcp; {walks[0]} asks nobody here")
+    for flag in ("--passkey", "--port"):
+        if given[flag] and not given["--web"]:
+            refuse(f"{flag} goes with --web (the approver's page and passkey, in a browser)")
+
+
+def _trip(name: str, folder: Path, auto: bool) -> None:
+    from hatp.demo.scenarios import SCENARIOS, run_scenario
+
+    chosen = SCENARIOS[name]
     err.rule(f"hatp demo: {chosen.name} — {chosen.summary}")
     interactive = not auto and sys.stdin.isatty() and chosen.person_may_answer
     channel = _at_this_terminal if interactive else None
@@ -147,10 +197,16 @@ def demo(
 
 
 def _show(run: DemoRun) -> bool:
+    from hatp.cli._timeline import print_timeline, short
+    from hatp.cli._verify import print_report
+    from hatp.clock import format_time
+    from hatp.evidence import verify_record
+    from hatp.model import TxnState
+
     err.rule("Timeline (from the signed Transaction Record)")
     for note in run.notes:
-        err.print(f"  [yellow]note[/] {note}")
-    print_timeline(run.record, err)
+        err.print(f"  [yellow]note[/] {escape(note)}")
+    print_timeline(run.record, err.console)
     err.rule("Each participant's ledger")
     effects = run.world.effects(run.outcome.txn_id)
     for participant_id in run.world.participant_ids:
@@ -158,7 +214,7 @@ def _show(run: DemoRun) -> bool:
         err.print(f"  [bold]{short(participant_id)}[/] — effect: {effects[participant_id]}")
         for line in lines:
             err.print(
-                f"      {format_time(line.time)[11:23]}  {line.kind:<11} {line.detail}",
+                f"      {format_time(line.time)[11:23]}  {line.kind:<11} {escape(line.detail)}",
                 soft_wrap=True,
             )
         if not lines:
@@ -167,7 +223,7 @@ def _show(run: DemoRun) -> bool:
     _write(run.folder / "keyring.json", run.world.keyring.to_json())
     err.rule("Offline verification")
     report = verify_record(run.record, run.world.keyring)
-    print_report(report, err)
+    print_report(report, err.console)
     state = run.outcome.state.value.upper()
     all_or_none = all(e in ("whole", "none") for e in effects.values())
     err.print(
@@ -179,10 +235,11 @@ def _show(run: DemoRun) -> bool:
             "[yellow]not whole[/]: the final step ran after holds lapsed; they were released, "
             "and a linked transaction was offered to a person, not run"
         )
-    err.print(f"wrote {run.folder / 'record.json'} and {run.folder / 'keyring.json'}")
+    err.print(f"wrote {run.folder / 'record.json'} and {run.folder / 'keyring.json'}", markup=False)
     err.print(
         f"check it yourself: hatp verify {run.folder / 'record.json'} "
-        f"--keys {run.folder / 'keyring.json'}"
+        f"--keys {run.folder / 'keyring.json'}",
+        markup=False,
     )
     return report.ok and all_or_none
 
@@ -196,7 +253,7 @@ def _mcp(folder: Path, auto: bool) -> None:
     ok = True
     try:
         for line in demo.layout:
-            err.print(f"  {line}", soft_wrap=True)
+            err.print(f"  {line}", markup=False)
         for run in demo.runs:
             err.rule(f"{run.scenario.name}: {run.scenario.summary}")
             ok = _show(run) and ok
@@ -209,6 +266,10 @@ def _mcp(folder: Path, auto: bool) -> None:
 
 def _gated(folder: Path, auto: bool) -> None:
     err.rule("hatp demo --gated: charge_card runs only with an approval of exactly that call")
+    from hatp.clock import SystemClock, format_time
+    from hatp.demo import PAYMENTS, TripWorld
+    from hatp.demo.gated import run_gated
+
     interactive = not auto and sys.stdin.isatty()
     with TripWorld.open(folder, SystemClock()) as world:
         channel = _at_this_terminal(world) if interactive else None
@@ -216,7 +277,7 @@ def _gated(folder: Path, auto: bool) -> None:
         for number, step in enumerate(run.steps, start=1):
             mark, code = ("[green]✓[/]", "") if step.ok else ("[red]✗[/]", f"{step.code}: ")
             err.print(f"{number}. {step.title}")
-            err.print(f"   {mark} {code}{step.said}", soft_wrap=True)
+            err.print(f"   {mark} {escape(code)}{escape(step.said)}")
             if number == 1 and run.requirement is not None:
                 need = run.requirement
                 amount = "no amount" if need.amount is None else str(need.amount)
@@ -227,7 +288,7 @@ def _gated(folder: Path, auto: bool) -> None:
                 )
         err.rule("The payments ledger")
         for line in world.ledger(PAYMENTS)[-3:]:
-            err.print(f"  {format_time(line.time)[11:23]}  {line.kind:<8} {line.detail}")
+            err.print(f"  {format_time(line.time)[11:23]}  {line.kind:<8} {escape(line.detail)}")
     typer.echo(str(folder))
     approved = run.approval is not None and run.approval.decision == "approve"
     if approved and not run.as_expected:
@@ -236,20 +297,21 @@ def _gated(folder: Path, auto: bool) -> None:
 
 def _writes(folder: Path) -> None:
     err.rule("hatp demo --writes: an inventory correction, approved for exactly this change")
+    from hatp.clock import format_time
     from hatp.demo.writes import LEDGER, run_writes, signed_in
 
     err.print(
         f"  ledger: {folder / LEDGER} (SQLite: the inventory table and hatp's bookkeeping); "
         f"signed in: {signed_in().id}",
-        soft_wrap=True,
+        markup=False,
     )
     run = run_writes(folder)
     for number, step in enumerate(run.steps, start=1):
         mark = "[green]✓[/]" if step.ok else f"[red]✗ expected {step.expected}[/]"
-        err.print(f"{number}. {step.title}", soft_wrap=True)
+        err.print(f"{number}. {escape(step.title)}")
         for line in step.shown:
             err.print(f"     {line}", soft_wrap=True, markup=False, highlight=False)
-        err.print(f"   {mark} {step.outcome}: {step.said}", soft_wrap=True)
+        err.print(f"   {mark} {step.outcome}: {escape(step.said)}")
     err.rule("The journal (committed with each write)")
     for entry in run.journal:
         err.print(
@@ -265,8 +327,8 @@ def _writes(folder: Path) -> None:
         err.print(f"  {sku}  {on_hand:>4} {unit:<5} version {version}")
     err.rule("Do the table and the journal agree?")
     for what, held in run.checks:
-        err.print(f"  {'[green]✓[/]' if held else '[red]✗[/]'} {what}", soft_wrap=True)
-    err.print(f"wrote {folder / LEDGER}, journal.json, steps.json and each plan", soft_wrap=True)
+        err.print(f"  {'[green]✓[/]' if held else '[red]✗[/]'} {escape(what)}")
+    err.print(f"wrote {folder / LEDGER}, journal.json, steps.json and each plan", markup=False)
     typer.echo(str(folder))
     if not run.as_expected:
         raise typer.Exit(1)
@@ -279,21 +341,21 @@ def _lease(folder: Path) -> None:
     err.print(
         f"  system of record: {folder / DATABASE} (SQLite: the tickets and the lease tables), "
         "served by uvicorn on a loopback port",
-        soft_wrap=True,
+        markup=False,
     )
     run = run_lease(folder)
-    err.print(f"  API: {run.url}", soft_wrap=True)
+    err.print(f"  API: {run.url}", markup=False)
     for number, step in enumerate(run.steps, start=1):
         mark = "[green]✓[/]" if step.ok else f"[red]✗ expected {step.expected}[/]"
-        err.print(f"{number}. {step.title}", soft_wrap=True)
+        err.print(f"{number}. {escape(step.title)}")
         err.print(f"   {mark} {step.outcome}: {escape(step.said)}", soft_wrap=True)
     err.rule("Ticket 4711 now")
     for column, value in run.ticket.items():
         err.print(f"  {column:<9} {value}", markup=False)
     err.rule("Checked offline, with the ticket system's public key alone")
     for what, held in run.checks:
-        err.print(f"  {'[green]✓[/]' if held else '[red]✗[/]'} {what}", soft_wrap=True)
-    err.print(f"wrote {folder / DATABASE}, every lease and receipt, and keyring.json")
+        err.print(f"  {'[green]✓[/]' if held else '[red]✗[/]'} {escape(what)}")
+    err.print(f"wrote {folder / DATABASE}, every lease and receipt, and keyring.json", markup=False)
     typer.echo(str(folder))
     if not run.as_expected:
         raise typer.Exit(1)
@@ -305,7 +367,7 @@ def _web(folder: Path, *, passkey: bool, port: int) -> None:
     from hatp.demo.web import WEB_FILE, WebReady, run_web_demo
 
     def ready(shown: WebReady) -> None:
-        err.print(f"  approver page: {shown.approve}", soft_wrap=True)
+        err.print(f"  approver page: {shown.approve}", markup=False)
         err.print(
             f"  1. You are {shown.approver}, the finance approver. Register your passkey "
             "by opening this link (it works once):",
@@ -317,7 +379,7 @@ def _web(folder: Path, *, passkey: bool, port: int) -> None:
             "on the page; approve or reject it with the passkey.",
             soft_wrap=True,
         )
-        err.print(f"  (both links are in {folder / WEB_FILE}; Ctrl-C stops the demo)")
+        err.print(f"  (both links are in {folder / WEB_FILE}; Ctrl-C stops the demo)", markup=False)
 
     def registered(kid: str) -> None:
         err.print(f"  passkey {kid} is on the approver's card: the trip begins", soft_wrap=True)
@@ -327,8 +389,7 @@ def _web(folder: Path, *, passkey: bool, port: int) -> None:
             run_web_demo(folder, port=port, passkey=passkey, ready=ready, registered=registered)
         )
     except OSError as exc:
-        err.print(f"[red]error[/] cannot listen on localhost:{port}: {exc.strerror}; use --port")
-        raise typer.Exit(2) from None
+        refuse(f"--port: cannot listen on localhost:{port}: {exc.strerror}; use another --port")
     if run is None:
         err.print("no passkey was registered in time; nothing was begun")
         typer.echo(str(folder))
@@ -344,6 +405,8 @@ def _web(folder: Path, *, passkey: bool, port: int) -> None:
 
 def _at_this_terminal(world: TripWorld) -> Channel:
     """You, at this terminal, are whoever the gateway asks (bob first)."""
+    from hatp.gateway import TerminalChannel
+
     err.print("[bold]You are the finance approver[/]: the gateway will ask you below.")
     return TerminalChannel(sys.stdin, sys.stderr, world.people, world.clock)
 

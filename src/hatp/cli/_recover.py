@@ -18,11 +18,15 @@ from typing import Annotated, Any
 
 import typer
 
-from hatp.cli._app import app, err, reports_errors
+from hatp.cli._app import HatpCommand, app, err, reports_errors
 from hatp.errors import ConfigInvalid
 
 
-@app.command("recover", epilog="Exit 0: nothing left open; 1: something still open; 2: unusable.")
+@app.command(
+    "recover",
+    epilog="Exit 0: nothing left open; 1: something still open; 2: unusable.",
+    cls=HatpCommand,
+)
 @reports_errors
 def recover(
     config: Annotated[

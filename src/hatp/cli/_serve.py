@@ -12,32 +12,22 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import signal
-import socket
 import tempfile
-from collections.abc import Callable, Iterator
-from dataclasses import replace
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-import uvicorn
 
-from hatp.cli._app import app, err, reports_errors
+from hatp.cli._app import HatpCommand, app, err, reports_errors
+from hatp.cli._paths import folder_to_use
 from hatp.errors import ConfigInvalid
-from hatp.http import (
-    APPROVER_PATH,
-    OPENAPI_PATH,
-    ServeConfig,
-    Services,
-    demo_services,
-    invite,
-    load_config,
-    new_api_token,
-    open_services,
-    parse_only,
-)
+
+if TYPE_CHECKING:
+    from hatp.http import ServeConfig, Services
+
+# hatp.http (Starlette, the roles, the store) and uvicorn load when a command runs.
 
 _EPILOG = (
     "Try it: hatp serve --demo (then open the URL it prints, and /openapi.json).\n\n"
@@ -46,7 +36,7 @@ _EPILOG = (
 )
 
 
-@app.command("serve", epilog=_EPILOG)
+@app.command("serve", epilog=_EPILOG, cls=HatpCommand)
 @reports_errors
 def serve(
     config: Annotated[
@@ -54,8 +44,8 @@ def serve(
         typer.Option(
             "--config",
             "-c",
-            help="Settings file (TOML) with \\[server], \\[gateway], \\[directory], "
-            "\\[coordinator], \\[web] and \\[api] tables; see docs/spec.md §25 and §27.",
+            help="Settings file (TOML) with [server], [gateway], [directory], "
+            "[coordinator], [web] and [api] tables; see docs/spec.md §25 and §27.",
             show_default=False,
         ),
     ] = None,
@@ -106,25 +96,56 @@ def serve(
             show_default="a new temp folder",
         ),
     ] = None,
+    log_json: Annotated[
+        bool,
+        typer.Option(
+            "--log-json",
+            help="Log one JSON object a line (time, level, logger, message, txnId, askId, "
+            "method, path, status, durationMs, caller) on stderr.",
+        ),
+    ] = False,
+    log_level: Annotated[
+        str | None,
+        typer.Option(
+            "--log-level",
+            help="Log at this level and above: debug, info, warning, error.",
+            show_default="[server] log_level, else info",
+        ),
+    ] = None,
 ) -> None:
     """Serve the Human Gateway, the Directory and the coordinator's JSON API over HTTP.
 
     One process serves each role configured (or those --only names), plus
     /.well-known/human-card.json, the OpenAPI description at /openapi.json and,
-    with a \\[web] table, the approver page at /approve, where people sign in with
+    with a [web] table, the approver page at /approve, where people sign in with
     a passkey and answer their asks (invite them with `hatp invite`). With an
-    \\[api] table, the JSON API answers only its callers' bearer tokens (make
+    [api] table, the JSON API answers only its callers' bearer tokens (make
     one with `hatp api-token`). Settings come from --config, and the flags
     override them. Prints the URL on stdout once listening; Ctrl-C stops it.
     Exit 2 when the settings are unusable.
     """
+    from hatp._logs import configure_logging, parse_level
+    from hatp.cli._serving import serve_until_stopped
+    from hatp.http import ServeConfig, load_config, open_services, parse_only
+
+    if log_level is not None:
+        try:
+            parse_level(log_level)
+        except ValueError as exc:
+            raise ConfigInvalid(f"--log-level: {exc}", key="log_level") from None
     roles = None if only is None else parse_only(only)
     opener: Callable[[ServeConfig], contextlib.AbstractAsyncContextManager[Services]]
     if demo:
         if config is not None:
             raise ConfigInvalid("--demo needs no --config: leave one of them out", key="demo")
-        folder = demo_folder or Path(tempfile.mkdtemp(prefix="hatp-serve-"))
+        folder = (
+            Path(tempfile.mkdtemp(prefix="hatp-serve-"))
+            if demo_folder is None
+            else folder_to_use(demo_folder, "--demo-folder")
+        )
         settings = ServeConfig(host=host or "127.0.0.1", port=8000 if port is None else port)
+        from hatp.demo.serve import demo_services
+
         opener = lambda _: demo_services(folder, db=db, only=roles)  # noqa: E731
     else:
         if config is None:
@@ -133,110 +154,15 @@ def serve(
             )
         settings = load_config(config).with_flags(db=db, host=host, port=port, only=roles)
         opener = open_services
-    asyncio.run(_serve(settings, opener))
+    configure_logging(log_level or settings.log_level, json_lines=log_json)
+    asyncio.run(serve_until_stopped(settings, opener))
 
 
-async def _serve(
-    settings: ServeConfig,
-    opener: Callable[[ServeConfig], contextlib.AbstractAsyncContextManager[Services]],
-) -> None:
-    sock = _listening(settings.host, settings.port)
-    # The services open once the port is known: the approver page's default origin names it.
-    bound = replace(settings, port=sock.getsockname()[1])
-    try:
-        async with opener(bound) as services:
-            # Whose X-Forwarded-* headers count is web.trusted_proxies' alone (hatp_app), not
-            # uvicorn's default trust of 127.0.0.1.
-            served = uvicorn.Config(
-                services.app(), log_level="warning", access_log=False, proxy_headers=False
-            )
-            server = _Server(served)
-            url = f"http://{_shown(settings.host)}:{sock.getsockname()[1]}"
-            _banner(url, services)
-            loop = asyncio.get_running_loop()
-            for sig in _SIGNALS:
-                loop.add_signal_handler(sig, server.stop)
-            try:
-                await server.serve(sockets=[sock])
-            finally:
-                for sig in _SIGNALS:
-                    loop.remove_signal_handler(sig)
-    finally:
-        sock.close()
-    err.print("hatp serve: stopped")
-
-
-_SIGNALS = (signal.SIGINT, signal.SIGTERM)
-
-
-class _Server(uvicorn.Server):
-    """uvicorn, stopped by this command's own signal handlers: Ctrl-C or SIGTERM ends the
-    serving, then the roles close (stores, links) and the command exits 0."""
-
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        yield
-
-    def stop(self) -> None:
-        """Finish the requests under way and stop (a second call: stop at once)."""
-        if self.should_exit:
-            self.force_exit = True
-        self.should_exit = True
-
-
-def _banner(url: str, services: Services) -> None:
-    served, notes = services.served, services.notes
-    err.rule(f"hatp serve: {', '.join(served)}")
-    for role in served:
-        err.print(f"  {role:<12} {url}/{role}/…", soft_wrap=True)
-    err.print(f"  {'openapi':<12} {url}{OPENAPI_PATH}", soft_wrap=True)
-    if "directory" in served:
-        err.print(f"  {'well-known':<12} {url}/.well-known/human-card.json", soft_wrap=True)
-    if services.web is not None and "gateway" in served:
-        page = f"{services.web.sessions.origins[0]}{APPROVER_PATH}"
-        err.print(f"  {'approve':<12} {page}", soft_wrap=True)
-    for note in notes:
-        err.print(f"  {note}", soft_wrap=True, markup=False, highlight=False)
-    if "coordinator" in served:
-        err.print(
-            f"  begin a transaction: curl -X POST {url}/coordinator/txns "
-            "-H 'content-type: application/json' "
-            f"--data @{services.example or 'BODY.json'}",
-            soft_wrap=True,
-            markup=False,
-        )
-    err.print("  Ctrl-C stops the server.")
-    typer.echo(url)  # stdout carries only the URL, for scripts
-
-
-def _listening(host: str, port: int) -> socket.socket:
-    """A socket bound and listening before the server starts, so the port is known (0:
-    the system chooses) and a client may connect at once.
-
-    Raises:
-        ConfigInvalid: key ``server.port``: the address is taken or cannot be bound.
-    """
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind((host, port))
-    except OSError as exc:
-        sock.close()
-        raise ConfigInvalid(
-            f"cannot listen on {host}:{port}: {exc.strerror}; choose another --port or --host",
-            key="server.port",
-        ) from None
-    sock.listen(128)
-    sock.setblocking(False)
-    return sock
-
-
-def _shown(host: str) -> str:
-    return f"[{host}]" if ":" in host else host
-
-
-@app.command("invite", epilog="Then hand the link to that person alone: it registers one passkey.")
+@app.command(
+    "invite",
+    epilog="Then hand the link to that person alone: it registers one passkey.",
+    cls=HatpCommand,
+)
 @reports_errors
 def invite_person(
     human: Annotated[str, typer.Argument(help="Whose card gets the passkey: human://org/name.")],
@@ -259,6 +185,8 @@ def invite_person(
     person's Human Card. Exit 2 when the settings cannot register passkeys or the
     directory has no such card.
     """
+    from hatp.http import invite, load_config
+
     link = invite(load_config(config), human, valid_for=timedelta(hours=hours))
     err.print(f"invitation for {human}, good for {hours:g} h and one passkey:", soft_wrap=True)
     typer.echo(link)
@@ -267,6 +195,7 @@ def invite_person(
 @app.command(
     "api-token",
     epilog="Hand the token to that caller alone; the settings file keeps only its digest.",
+    cls=HatpCommand,
 )
 @reports_errors
 def api_token(
@@ -286,6 +215,8 @@ def api_token(
     """
     if not caller or caller != caller.strip() or " " in caller:
         raise ConfigInvalid(f"caller {caller!r} must be an id with no spaces", key="caller")
+    from hatp.http import new_api_token
+
     token, kept = new_api_token()
     line = f"{json.dumps(caller)} = {json.dumps(kept)}"
     err.print(f"add under [api] callers:\n  {line}", markup=False, soft_wrap=True)

@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 
 from hatp.clock import parse_time
 from hatp.model import Plan, TxnEvent, parse_plan
@@ -173,17 +174,31 @@ def print_timeline(record: Mapping[str, Any], console: Console) -> None:
     parties: dict[str, str] = {}
     for event in events:
         offset = (parse_time(event["time"]) - start).total_seconds()
-        kind, body = event["type"], event["body"]
+        kind, body = event["type"], _shown(event["body"])
         if kind == TxnEvent.PLANNED:
-            plan = parse_plan(body["plan"])
-            parties = {b.branch_id: short(b.participant) for b in plan.branches}
-            parties.update({g.group_id: g.address for g in plan.approvals})
-            who, text = "coordinator", _planned(plan)
+            plan = parse_plan(event["body"]["plan"])
+            parties = {b.branch_id: escape(short(b.participant)) for b in plan.branches}
+            parties.update({g.group_id: escape(g.address) for g in plan.approvals})
+            who, text = "coordinator", escape(_planned(plan))
         else:
             render = _LINES.get(kind)
-            party = parties.get(str(body.get("branchId", body.get("groupId"))), "?")
-            who, text = render(body, party) if render else ("?", kind)
+            party = parties.get(
+                str(event["body"].get("branchId", event["body"].get("groupId"))), "?"
+            )
+            who, text = render(body, party) if render else ("?", escape(str(kind)))
         console.print(f"  +{offset:8.3f}s  {who:<12} {text}", soft_wrap=True)
+
+
+def _shown(value: Any) -> Any:
+    """``value`` with every string escaped: what the record says shows as written (a
+    problem that reads ``[api] down`` stays so), the markup is this module's alone."""
+    if isinstance(value, str):
+        return escape(value)
+    if isinstance(value, Mapping):
+        return {key: _shown(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_shown(item) for item in value]
+    return value
 
 
 def _planned(plan: Plan) -> str:

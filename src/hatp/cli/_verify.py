@@ -5,22 +5,22 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
-from hatp.cli._app import app, reports_errors
+from hatp.cli._app import HatpCommand, app, escape, reports_errors
 from hatp.errors import ApprovalInvalid, InvalidJson
-from hatp.evidence import Keyring, load_record, parse_json, verify_record
-from hatp.gate import verify_call_approval
-from hatp.model import Result, VerificationReport
 
-_STYLE = {Result.PASS: "green", Result.FAIL: "bold red", Result.ABSENT: "yellow"}
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from hatp.model import VerificationReport
+
+# The evidence layer, rich and (for verify-call) the gate load when a command runs.
 
 
-@app.command("verify")
+@app.command("verify", cls=HatpCommand)
 @reports_errors
 def verify_command(
     record: Annotated[Path, typer.Argument(help="Transaction Record (JSON).")],
@@ -35,24 +35,37 @@ def verify_command(
     Exit 0 when every rule passes; 1 when any rule fails or could not be
     checked (absent); 2 when the input is unusable.
     """
+    from rich.console import Console
+
+    from hatp.evidence import Keyring, load_record, verify_record
+
     keyring = Keyring.load(keys)
     report = verify_record(load_record(record), keyring, expected_head=head)
     if as_json:
         typer.echo(json.dumps(report.to_wire(), indent=2))
     else:
-        print_report(report, Console(highlight=False))
+        print_report(report, Console(highlight=False, soft_wrap=True))
     raise typer.Exit(0 if report.ok else 1)
 
 
 def print_report(report: VerificationReport, console: Console) -> None:
     """Render a report as a table of findings and a verdict line."""
-    table = Table(title=f"record {report.record_id} · {report.events} events", title_justify="left")
+    from rich.table import Table
+
+    from hatp.model import Result
+
+    styles = {Result.PASS: "green", Result.FAIL: "bold red", Result.ABSENT: "yellow"}
+    table = Table(
+        title=f"record {escape(report.record_id)} · {report.events} events", title_justify="left"
+    )
     table.add_column("rule")
     table.add_column("result")
     table.add_column("detail", overflow="fold")
     for finding in report.findings:
-        style = _STYLE[finding.result]
-        table.add_row(finding.rule, f"[{style}]{finding.result.value}[/]", finding.detail)
+        style = styles[finding.result]
+        table.add_row(
+            escape(finding.rule), f"[{style}]{finding.result.value}[/]", escape(finding.detail)
+        )
     console.print(table)
     if report.ok:
         console.print(f"[green]VALID[/] head {report.head}")
@@ -61,7 +74,7 @@ def print_report(report: VerificationReport, console: Console) -> None:
         console.print(f"[bold red]INVALID[/] {failed} finding(s) did not pass")
 
 
-@app.command("verify-call")
+@app.command("verify-call", cls=HatpCommand)
 @reports_errors
 def verify_call_command(
     approval: Annotated[
@@ -85,6 +98,11 @@ def verify_call_command(
     exactly those arguments. Exit 0 when it verifies; 1 when a check fails
     (the reason is printed); 2 when the input is unusable.
     """
+    from rich.console import Console
+
+    from hatp.evidence import Keyring
+    from hatp.gate import verify_call_approval
+
     keyring = Keyring.load(keys)
     doc = _read_json(approval)
     arguments = None if args is None else _read_json(args)
@@ -95,20 +113,26 @@ def verify_call_command(
         checked = verify_call_approval(doc, keyring, arguments=arguments)
     except ApprovalInvalid as refused:
         console.print(
-            f"[bold red]INVALID[/] {refused.data.get('rule')} {refused.reason}: {refused.message}",
+            "[bold red]INVALID[/] "
+            + escape(f"{refused.data.get('rule')} {refused.reason}: {refused.message}"),
             markup=True,
         )
         raise typer.Exit(1) from None
     terms = checked.terms
     digest_said = "checked against --args" if arguments is not None else "not checked (no --args)"
     console.print(
-        f"[green]VALID[/] approval {checked.approval_id}: {terms.tool} on {terms.server} "
-        f"for {terms.requester}, approved by {', '.join(dict.fromkeys(checked.approvers))} "
-        f"at {checked.decided_at}; call digest {digest_said}"
+        "[green]VALID[/] "
+        + escape(
+            f"approval {checked.approval_id}: {terms.tool} on {terms.server} "
+            f"for {terms.requester}, approved by {', '.join(dict.fromkeys(checked.approvers))} "
+            f"at {checked.decided_at}; call digest {digest_said}"
+        )
     )
 
 
 def _read_json(path: Path) -> Any:
+    from hatp.evidence import parse_json
+
     try:
         return parse_json(path.read_bytes())
     except OSError as exc:

@@ -11,12 +11,15 @@ status query, and nothing that depends on them counts as settled meanwhile.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
 from hatp import _checks
 from hatp.errors import HatpError, ParticipantUnavailable, StaleFence, Unavailable
+
+_log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -47,6 +50,7 @@ async def call_once(call: Callable[[], Awaitable[dict[str, Any]]], timeout: floa
     except TimeoutError:
         return Answer(silence=f"no answer within {timeout:g} s")
     except Exception as exc:  # a participant's own bug is not an answer either
+        _log.warning("a participant call failed, taken as no answer", exc_info=True)
         return Answer(silence=f"{type(exc).__name__}: {exc}")
 
 

@@ -34,6 +34,7 @@ from hatp.clock import Clock
 from hatp.coordinator._escalation import Escalator
 from hatp.coordinator._gateway import Gateway
 from hatp.coordinator._holds import HoldKeeper
+from hatp.coordinator._observer import TxnObserver, tell
 from hatp.coordinator._phase1 import Phase1
 from hatp.coordinator._phase2 import Phase2
 from hatp.coordinator._txn import TxnRun
@@ -132,6 +133,7 @@ class Coordinator:
         self._gateway = gateway
         self._clock = clock
         self._lease = lease_seconds
+        self._observers: list[TxnObserver] = []
         self._holds = HoldKeeper(
             key=key,
             participants=self._participants,
@@ -183,6 +185,11 @@ class Coordinator:
     def clock(self) -> Clock:
         """The clock this coordinator's deadlines and leases run on."""
         return self._clock
+
+    def observe(self, observer: TxnObserver) -> None:
+        """Tell ``observer`` of every change of state this coordinator writes from now on
+        (begun, decided, ended or left open), once it is durable in the log."""
+        self._observers.append(observer)
 
     async def run(self, plan: Plan | Mapping[str, Any]) -> Outcome:
         """Begin a transaction for ``plan`` and drive it to its end.
@@ -247,7 +254,14 @@ class Coordinator:
             writer.events(),
         )
         fault_point("log.planned")
-        _log.info("txn %s begun by %s (fence %d)", parsed.txn_id, self.owner, fence)
+        _log.info(
+            "txn %s begun by %s (fence %d)",
+            parsed.txn_id,
+            self.owner,
+            fence,
+            extra={"txnId": parsed.txn_id, "state": TxnState.ACTIVE.value},
+        )
+        tell(self._observers, parsed.txn_id, TxnState.ACTIVE, self._clock.now())
         return TxnRun(parsed, plan_digest, fence, writer, persisted=1)
 
     async def recover(self) -> list[Outcome]:
@@ -290,6 +304,7 @@ class Coordinator:
             self.owner,
             fence,
             row.state.value,
+            extra={"txnId": txn_id, "state": row.state.value},
         )
         run.note(self._key, TxnEvent.TAKEN_OVER, owner=self.owner, fence=fence)
         if row.state is TxnState.ACTIVE:
@@ -331,6 +346,7 @@ class Coordinator:
             if run.state is TxnState.ACTIVE:
                 await self._decide(run)
             await self._phase2.finish(run)
+            tell(self._observers, run.txn_id, run.state, self._clock.now())
         except StaleFence as exc:
             return await self._fenced(run, exc)
         finally:
@@ -387,7 +403,14 @@ class Coordinator:
         state = TxnState.ABORTING if problem else TxnState.COMMITTING
         await run.flush(self._log, state=state, decision=decision)
         fault_point("log.decided")
-        _log.info("txn %s decided %s: %s", run.txn_id, decision.value, run.reason)
+        _log.info(
+            "txn %s decided %s: %s",
+            run.txn_id,
+            decision.value,
+            run.reason,
+            extra={"txnId": run.txn_id, "state": state.value},
+        )
+        tell(self._observers, run.txn_id, state, self._clock.now())
 
     async def _withdraw_asks(self, run: TxnRun) -> None:
         """Withdraw every ask still open about the transaction: it will not use them

@@ -17,6 +17,7 @@ approval.
 
 from __future__ import annotations
 
+import logging
 import re
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -31,6 +32,8 @@ from hatp.model import Branch, Mode, Plan, Tier, TxnEvent
 from hatp.version import PROTOCOL_VERSION
 
 __all__ = ["Escalator", "payer_present"]
+
+_log = logging.getLogger(__name__)
 
 
 def payer_present(plan: Plan, lapsed: list[str], *, declined: bool = False) -> bool:
@@ -202,6 +205,7 @@ class Escalator:
         try:
             return await self._gateway.ask_question(question), None
         except Exception as exc:  # recorded, never fatal
+            _log.warning("an escalation question could not be asked: %s", exc)
             return None, describe(exc, None)
 
     def _holds_now(self, run: TxnRun) -> list[dict[str, Any]]:

@@ -13,7 +13,7 @@ holds ([COORD-APPROVE-BY]).
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import logging
 from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any
@@ -30,6 +30,8 @@ from hatp.participant import Participant
 AUTHENTICATION_REQUIRED = "AUTHENTICATION_REQUIRED"
 #: A lease closer than this to its end is not renewed again: it would end mid-call.
 MIN_RENEW_STEP = timedelta(seconds=1)
+
+_log = logging.getLogger(__name__)
 
 
 def approve_by(run: TxnRun, decide_by: datetime, allowance: float) -> tuple[datetime, str]:
@@ -96,8 +98,10 @@ class HoldKeeper:
             try:
                 problem = await asyncio.shield(call)
             except asyncio.CancelledError:
-                with contextlib.suppress(Exception):
+                try:
                     await call
+                except Exception as exc:  # stopping anyway: the renewal's failure is moot
+                    _log.debug("txn %s: %s renewal ended on stop: %s", run.txn_id, bid, exc)
                 raise
             if problem is not None:
                 return f"{bid}: {problem}"
@@ -121,7 +125,8 @@ class HoldKeeper:
                 # Like no consent to re-authorize off-session: only the payer can act.
                 run.payer_needed.add(branch.branch_id)
             return None
-        except Exception:  # no answer, or a refusal: the lease stands; try at the next half
+        except Exception as exc:  # no answer, or a refusal: the lease stands; try at the next half
+            _log.info("txn %s: %s not renewed now: %s", run.txn_id, branch.branch_id, exc)
             return None
         parsed, problem = vet_renew(
             receipt,
@@ -163,6 +168,7 @@ class HoldKeeper:
             raise
         except Exception as exc:  # not placed again: the hold stays lost
             failure = describe(exc, self._timeout)
+            _log.warning("txn %s: %s could not be placed again: %s", run.txn_id, bid, failure)
             run.note(self._key, TxnEvent.REPLACED, branchId=bid, receipt=None, problem=failure)
             return f"it could not be placed again: {failure}"
         parsed, problem = vet_vote(receipt, self._keyring, run, branch)

@@ -15,6 +15,7 @@ the record's ``txn.mode`` event, which an auditor recomputes offline.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -29,6 +30,8 @@ from hatp.model import Branch, ChainEstimate, Mode, Quote, Tier
 from hatp.participant import Participant
 
 __all__ = ["ModeChoice", "ModeChooser", "choose_mode"]
+
+_log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -153,6 +156,7 @@ class ModeChooser:
                 answer = await asyncio.wait_for(self._gateway.estimate(request), self._timeout)
             except Exception as exc:  # no estimate, no choice: fail closed
                 failure = describe(exc, self._timeout)
+                _log.info("approval %s: no estimate: %s", group.group_id, failure)
                 return None, f"approval {group.group_id}: no estimate: {failure}"
             parsed, problem = vet_estimate(
                 answer,

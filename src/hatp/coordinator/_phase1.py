@@ -15,7 +15,6 @@ has not answered is recorded as such.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
@@ -258,8 +257,7 @@ class Phase1:
         for name, ask_id in run.asks.items():
             if name in run.decided_asks:
                 continue
-            with contextlib.suppress(Exception):  # the coordinator's own deadline still holds
-                await self._gateway.tighten(ask_id, run.approve_by)
+            await self._tighten(run, ask_id)
 
     def _deadline_passed(self, run: TxnRun, decide_by: datetime) -> str:
         if run.approve_by >= decide_by:
@@ -281,7 +279,8 @@ class Phase1:
         try:
             await self._gateway.withdraw(ask_id, why)
             answer = await self._gateway.poll(ask_id)
-        except Exception:  # the gateway withdraws it at the deadline on its own
+        except Exception as exc:  # the gateway withdraws it at the deadline on its own
+            _log.info("txn %s: ask %s could not be read: %s", run.txn_id, ask_id, exc)
             answer = {}
         if answer.get("kind") != "approval":
             self._note_unanswered(run, TxnEvent.APPROVAL, name, why)
@@ -385,13 +384,19 @@ class Phase1:
                     run.asks[name] = pending.ask_id
                     run.note(self._key, TxnEvent.PENDING, groupId=name, pending=answer)
                     if parse_time(pending.decide_by) > run.approve_by:
-                        with contextlib.suppress(Exception):  # our own deadline still holds
-                            await self._gateway.tighten(pending.ask_id, run.approve_by)
+                        await self._tighten(run, pending.ask_id)
                 answer = await self._gateway.poll(pending.ask_id, wait_seconds=self._poll)
         except Exception as exc:  # a gateway that cannot answer has not approved
+            _log.info("txn %s: approval %s not given: %s", run.txn_id, name, exc)
             return self._no_approval(run, name, describe(exc, None))
         problem = self._count_approval(run, group, answer, run.approve_by)
         return None if problem is None else f"approval {name}: {problem}"
+
+    async def _tighten(self, run: TxnRun, ask_id: str) -> None:
+        try:
+            await self._gateway.tighten(ask_id, run.approve_by)
+        except Exception as exc:  # the coordinator's own deadline still holds
+            _log.info("txn %s: ask %s not tightened: %s", run.txn_id, ask_id, exc)
 
     def _no_approval(self, run: TxnRun, name: str, problem: str | None) -> str:
         """Record that group ``name`` gave no approval that counts, and why."""

@@ -378,4 +378,10 @@ class Phase2:
         run.writer.seal(self._key)
         await run.flush(self._log, state=state, release=True)
         fault_point("log.outcome")
-        _log.info("txn %s ended %s: %s", run.txn_id, state.value, run.reason)
+        _log.info(
+            "txn %s ended %s: %s",
+            run.txn_id,
+            state.value,
+            run.reason,
+            extra={"txnId": run.txn_id, "state": state.value},
+        )

@@ -20,7 +20,7 @@ import sqlalchemy as sa
 
 from hatp.clock import Clock
 from hatp.evidence import Keyring, SigningKey
-from hatp.lease import Action, Escrow, State, SystemOfRecord, TableResources
+from hatp.lease import Action, Escrow, LeaseObserver, State, SystemOfRecord, TableResources
 from hatp.store import Store
 
 __all__ = [
@@ -97,8 +97,10 @@ def ticket_system(
     keyring: Keyring | None = None,
     escrow: Escrow | None = None,
     max_window_ms: int = 15 * 60 * 1000,
+    observer: LeaseObserver | None = None,
 ) -> SystemOfRecord:
-    """The ticket system on ``store`` (its table created if missing), signing with ``key``."""
+    """The ticket system on ``store`` (its table created if missing), signing with ``key``;
+    ``observer`` is told of each lease granted, applied or refused (metrics, say)."""
     with store.transaction() as conn:
         metadata.create_all(conn, checkfirst=True)
     return SystemOfRecord(
@@ -112,6 +114,7 @@ def ticket_system(
         max_window_ms=max_window_ms,
         escrow_address=SUPPORT_LEAD,
         escrow=escrow,
+        observer=observer,
     )
 
 

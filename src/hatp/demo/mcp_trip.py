@@ -20,7 +20,7 @@ Two transactions run, one after the other, on the same processes:
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import logging
 import secrets
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -47,6 +47,8 @@ __all__ = [
     "McpTrip",
     "run_mcp_demo",
 ]
+
+_log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
@@ -253,8 +255,10 @@ async def _killed_run(
     before = link.connections
     outcome = await coordinator.run(_plan(trip.world.clock, seat="14D"))
     if killer.restarted is not None:
-        with contextlib.suppress(Exception):  # a failed restart shows in the outcome
+        try:
             await killer.restarted
+        except Exception as exc:  # a failed restart shows in the outcome
+            _log.warning("the killed participant did not restart: %s", exc)
     if killer.killed_pid is None:
         notes = [f"{KILLED} never voted yes, so no process was killed"]
     else:

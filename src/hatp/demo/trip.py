@@ -36,7 +36,7 @@ from hatp.directory import Directory
 from hatp.errors import KeyInvalid
 from hatp.evidence import Keyring, SigningKey
 from hatp.gateway import Channel, HumanGateway, MemoryChannel, Person, SoftwareAuthenticator
-from hatp.participant import DEFAULT_SWEEP_SECONDS, Participant, ParticipantServer
+from hatp.participant import Participant, ParticipantServer
 from hatp.store import AskStore, DecisionLog, Store, open_store
 from hatp.version import PROTOCOL_VERSION
 
@@ -213,12 +213,13 @@ class TripWorld:
         )
 
     @contextlib.asynccontextmanager
-    async def sweeping(self, every: float = DEFAULT_SWEEP_SECONDS) -> AsyncIterator[None]:
+    async def sweeping(self, every: float | None = None) -> AsyncIterator[None]:
         """Inside the ``with`` block, every participant releases its holds whose lease
-        ended, every ``every`` seconds ([PART-SWEEP])."""
+        ended, every ``every`` seconds (default: the participant's own) [PART-SWEEP]."""
         async with contextlib.AsyncExitStack() as stack:
             for server in self.participants.values():
-                await stack.enter_async_context(server.sweeping(every))
+                sweep = server.sweeping() if every is None else server.sweeping(every)
+                await stack.enter_async_context(sweep)
             yield
 
     @property

@@ -24,10 +24,6 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from pydantic import ValidationError
-from webauthn import verify_authentication_response
-from webauthn.helpers.cose import COSECRV, COSEKTY, COSEAlgorithmIdentifier, COSEKey
-from webauthn.helpers.encode_cbor import encode_cbor
-from webauthn.helpers.exceptions import WebAuthnException
 
 from hatp.errors import PasskeyInvalid
 from hatp.evidence._b64 import b64url_decode
@@ -115,6 +111,11 @@ def vote_challenge(vote: Mapping[str, Any], nonce: str) -> bytes:
 
 def cose_public_key(key: WebAuthnKey) -> bytes:
     """Return the card's passkey as a COSE_Key (EC2, ES256, P-256), as WebAuthn encodes it."""
+    # py_webauthn loads when a passkey is checked, so that verifying a record without
+    # passkeys (``hatp verify``) needs only the evidence layer's own dependencies.
+    from webauthn.helpers.cose import COSECRV, COSEKTY, COSEAlgorithmIdentifier, COSEKey
+    from webauthn.helpers.encode_cbor import encode_cbor
+
     return encode_cbor(
         {
             COSEKey.KTY: COSEKTY.EC2,
@@ -275,6 +276,9 @@ def _verified(
     """Steps 3 and 4 of every assertion check: the client data, then py_webauthn's."""
     # 3. The browser's client data: a get, of this challenge, from an origin we accept.
     origin = _client_origin(response.client_data_json, key, challenge, what, origins)
+    from webauthn import verify_authentication_response  # see cose_public_key
+    from webauthn.helpers.exceptions import WebAuthnException
+
     # 4. The authenticator data and the ES256 signature (py_webauthn), user verified.
     try:
         verified = verify_authentication_response(

@@ -9,13 +9,14 @@ against the call the server itself sees (docs/spec.md §20) and works once.
 holding only the approval and the public keys.
 """
 
-from hatp.gate._gate import ApprovalGate, CheckedApproval
+from hatp.gate._gate import ApprovalGate, CheckedApproval, GateObserver
 from hatp.gate._offline import verify_call_approval
 from hatp.gate._tools import GatedTool, Price, Requester
 
 __all__ = [
     "ApprovalGate",
     "CheckedApproval",
+    "GateObserver",
     "GatedTool",
     "Price",
     "Requester",

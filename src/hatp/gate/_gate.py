@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from hatp import _checks
 from hatp.clock import Clock, format_time, parse_time
@@ -34,7 +35,17 @@ from hatp.gate._tools import GatedTool, Price, Requester, Tools, _Declared
 from hatp.model import CallApproval, CallRequirement, PriceCap, read_amount
 from hatp.store import UsedApprovals, UseOutcome
 
-__all__ = ["ApprovalGate", "CheckedApproval"]
+__all__ = ["ApprovalGate", "CheckedApproval", "GateObserver"]
+
+_log = logging.getLogger(__name__)
+
+
+class GateObserver(Protocol):
+    """Told of each gated call :meth:`ApprovalGate.run` checked (metrics, say)."""
+
+    def gate_checked(self, tool: str, refused: HatpError | None) -> None:
+        """``tool``'s call passed (``refused`` None) or was refused with ``refused``."""
+
 
 T = TypeVar("T")
 
@@ -78,6 +89,7 @@ class ApprovalGate:
         clock: Clock,
         skew_seconds: float = 30,
         max_lifetime_seconds: int = 3600,
+        observer: GateObserver | None = None,
     ) -> None:
         if not server_id or server_id != server_id.strip() or " " in server_id:
             raise GateInvalid(f"server id {server_id!r} must be a non-empty id with no spaces")
@@ -93,6 +105,7 @@ class ApprovalGate:
         self._clock = clock
         self._skew = timedelta(seconds=skew_seconds)
         self._max_lifetime = timedelta(seconds=max_lifetime_seconds)
+        self._observer = observer
 
     @property
     def server_id(self) -> str:
@@ -225,8 +238,13 @@ class ApprovalGate:
         """
         if not self.gated(tool):
             return await _result(fn(arguments))
-        checked = self.check(tool, arguments, approval, requester)
-        self.use(checked)
+        try:
+            checked = self.check(tool, arguments, approval, requester)
+            self.use(checked)
+        except HatpError as error:
+            self._tell(tool, error)
+            raise
+        self._tell(tool, None)
         try:
             result = await _result(fn(arguments))
         except BaseException as exc:
@@ -234,6 +252,16 @@ class ApprovalGate:
             raise
         self._finish(checked, UseOutcome.RAN, None)
         return result
+
+    def _tell(self, tool: str, refused: HatpError | None) -> None:
+        if refused is not None:
+            _log.info("gate %s refused %s: %s", self._server, tool, refused.code)
+        if self._observer is None:
+            return
+        try:
+            self._observer.gate_checked(tool, refused)
+        except Exception:  # watching must not change what the gate does
+            _log.warning("gate %s: its observer failed", self._server, exc_info=True)
 
     def _finish(self, checked: CheckedApproval, outcome: UseOutcome, detail: str | None) -> None:
         # The tool has run (or failed) by now: a store failure here must not stand in

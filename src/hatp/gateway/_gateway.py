@@ -428,6 +428,10 @@ class HumanGateway:
                 spend(conn)
 
         await self._apply(ask_id, change, also=also)
+        _log.info(
+            "ask %s: %s voted %s", ask_id, parsed.human, parsed.decision,
+            extra={"askId": ask_id},
+        )  # fmt: skip
 
     async def decline(self, ask_id: str, human: str) -> None:
         """Pass the ask from ``human`` to the next eligible person ([GW-DECLINE]).
@@ -517,6 +521,7 @@ class HumanGateway:
             work.answered(answer, human)
 
         await self._apply(ask_id, change)
+        _log.info("ask %s: %s answered", ask_id, human, extra={"askId": ask_id})
 
     async def poll_question(self, ask_id: str, *, wait_seconds: float = 0.0) -> dict[str, Any]:
         """Return the signed pending while the question is open, else the signed Answer.
@@ -775,12 +780,30 @@ class HumanGateway:
             try:
                 await self._channels[entry["channel"]].deliver(notice(row, entry), self)
             except Exception as exc:  # the person misses their SLA; the gateway escalates
+                _log.warning(
+                    "ask %s: delivery over %s failed: %s", row.ask_id, entry["channel"], exc,
+                    extra={"askId": row.ask_id},
+                )  # fmt: skip
                 self.channel_errors.append(exc)
+            else:
+                _log.info(
+                    "ask %s delivered to %s over %s", row.ask_id, human, entry["channel"],
+                    extra={"askId": row.ask_id, "txnId": row.txn_id},
+                )  # fmt: skip
         for human, channel in effects.withdraw:
             try:
                 await self._channels[channel].withdraw(row.ask_id, human)
             except Exception as exc:  # withdrawing is a courtesy; the ask is closed anyway
+                _log.info(
+                    "ask %s: withdrawing over %s failed: %s", row.ask_id, channel, exc,
+                    extra={"askId": row.ask_id},
+                )  # fmt: skip
                 self.channel_errors.append(exc)
+        if not row.is_open:
+            _log.debug(
+                "ask %s is %s", row.ask_id, row.state.value,
+                extra={"askId": row.ask_id, "txnId": row.txn_id, "state": row.state.value},
+            )  # fmt: skip
         if effects.deliver or effects.withdraw or not row.is_open:
             self._notify(row.ask_id)
 

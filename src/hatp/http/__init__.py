@@ -4,10 +4,11 @@
 coordinator's JSON API (each alone or together), the well-known document,
 an OpenAPI description (:func:`openapi_document`) and the approver page
 (:func:`approver_routes`: people sign in with a passkey and answer their asks);
-:func:`load_config`, :func:`open_services` and :func:`demo_services` open what
-``hatp serve`` runs; with :class:`ApiCallers` the API answers only its
-callers' bearer tokens, and an agent's token speaks only for that agent
-(authentication is the transport's job; every protocol rule stays in the roles).
+:func:`load_config` and :func:`open_services` open what ``hatp serve`` runs;
+with :class:`ApiCallers` the API answers only its callers' bearer tokens, and an
+agent's token speaks only for that agent (authentication is the transport's job;
+every protocol rule stays in the roles). Each app logs its requests and serves its
+own Prometheus metrics at ``/metrics`` (:class:`ServeMetrics`).
 
 A system of record's own API takes mutations only under a lease
 (:class:`LeaseGuard`, a pure ASGI middleware) and serves its lease
@@ -55,11 +56,11 @@ from hatp.http._lease_headers import (
     parse_fence_token,
 )
 from hatp.http._lease_routes import MAX_BODY_BYTES, Authenticate, lease_routes
+from hatp.http._metrics import METRICS_PATH, ServeMetrics
 from hatp.http._openapi import OPENAPI_PATH, OPENAPI_VERSION, openapi_document
 from hatp.http._serve import hatp_app
 from hatp.http._services import (
     Services,
-    demo_services,
     enrol_link,
     invite,
     open_services,
@@ -74,6 +75,7 @@ __all__ = [
     "HTTP_STATUS",
     "LEASE_HEADER",
     "MAX_BODY_BYTES",
+    "METRICS_PATH",
     "OPENAPI_PATH",
     "OPENAPI_VERSION",
     "PTCL_STALE_FENCE",
@@ -91,13 +93,13 @@ __all__ = [
     "PresentedLease",
     "Role",
     "ServeConfig",
+    "ServeMetrics",
     "Services",
     "WebSettings",
     "api_token_digest",
     "approver_routes",
     "attach_receipt",
     "decode_header",
-    "demo_services",
     "encode_header",
     "enrol_link",
     "error_body",

@@ -41,6 +41,11 @@ __all__ = [
     "routes",
 ]
 
+#: The request scope's member naming who called (the bearer-token check), for the log.
+CALLER_SCOPE = "hatp.caller"
+#: The request scope's member naming the code a request was refused with, for the metrics.
+ERROR_SCOPE = "hatp.error"
+
 _log = logging.getLogger(__name__)
 
 #: The largest request body the API reads by default, in bytes (1 MiB).
@@ -162,6 +167,7 @@ class Operation:
         async def endpoint(request: Request) -> Response:
             try:
                 caller = None if callers is None else callers.caller(request)
+                request.scope[CALLER_SCOPE] = caller  # the log names who called
                 if self.method == "POST":
                     require_json(request)
                 params = await self.read(request, max_body_bytes)
@@ -174,6 +180,7 @@ class Operation:
                 )
                 answer = dict(await done)
             except HatpError as error:
+                request.scope[ERROR_SCOPE] = error.code
                 return error_response(error)
             headers = None if self.location is None else {"Location": self.location(answer)}
             return JSONResponse(answer, status_code=self.status, headers=headers)

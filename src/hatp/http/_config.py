@@ -13,6 +13,7 @@ A file looks like this (paths are relative to the file)::
     db = "hatp.db"                       # or postgresql://user@host/db
     keyring = "keyring.json"             # every public key this server trusts
     only = ["gateway", "directory"]      # default: every role configured below
+    log_level = "info"                   # debug, info, warning, error (--log-level)
 
     [gateway]
     id = "https://gateway.acme.com"
@@ -100,6 +101,7 @@ class _Server(_Section):
     keyring: str | None = Field(default=None, min_length=1)
     only: list[Role] | None = Field(default=None, min_length=1)
     max_body_bytes: int = Field(default=DEFAULT_MAX_BODY_BYTES, ge=1024)
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
 
 
 class _Gateway(_Section):
@@ -236,6 +238,8 @@ class ServeConfig:
     keyring: Path | None = None
     only: tuple[Role, ...] | None = None
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    #: ``[server] log_level``: debug, info, warning or error (``--log-level`` overrides it).
+    log_level: str = "info"
     gateway: GatewaySettings | None = None
     directory: DirectorySettings | None = None
     coordinator: CoordinatorSettings | None = None
@@ -331,6 +335,7 @@ def parse_config(doc: Mapping[str, Any], base: Path, *, source: str = "config") 
         keyring=None if server.keyring is None else base / server.keyring,
         only=None if server.only is None else tuple(r for r in ROLES if r in server.only),
         max_body_bytes=server.max_body_bytes,
+        log_level=server.log_level,
         gateway=None
         if read.gateway is None
         else GatewaySettings(

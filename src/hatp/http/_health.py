@@ -19,6 +19,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from hatp.errors import StoreUnavailable
+from hatp.http._api import ERROR_SCOPE
 from hatp.http._errors import error_response
 from hatp.store import Store
 
@@ -44,12 +45,13 @@ def health_routes(stores: Iterable[Store]) -> list[Route]:
     async def live(_: Request) -> Response:
         return JSONResponse({"status": "live"})
 
-    async def ready(_: Request) -> Response:
+    async def ready(request: Request) -> Response:
         for store in checked:
             try:
                 await store.call(store.ping)
             except StoreUnavailable as error:
                 _log.warning("not ready: %s", error.message)
+                request.scope[ERROR_SCOPE] = error.code
                 return error_response(error)
         return JSONResponse({"status": "ready"})
 

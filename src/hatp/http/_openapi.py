@@ -20,6 +20,7 @@ from pydantic.json_schema import models_json_schema
 from hatp.http._api import Carrying, Operation
 from hatp.http._errors import DEFAULT_STATUS, HTTP_STATUS
 from hatp.http._health import health_paths
+from hatp.http._metrics import metrics_paths
 from hatp.model import (
     WELL_KNOWN_PATH,
     CallRequest,
@@ -112,6 +113,7 @@ def openapi_document(
     paths["/"] = {"get": _plain("getIndex", "What this server serves", _ref(IndexAnswer), "meta")}
     paths[OPENAPI_PATH] = {"get": _plain("getOpenapi", "This document", {"type": "object"}, "meta")}
     paths.update(health_paths(_ref(ErrorBody)))
+    paths.update(metrics_paths())
     return {
         "openapi": OPENAPI_VERSION,
         "info": {

@@ -22,7 +22,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
-from hatp.coordinator import Coordinator
+from hatp.coordinator import Coordinator, Recovery
 from hatp.directory import Directory, PasskeyEnrolment
 from hatp.gateway import HumanGateway, WebApprovals
 from hatp.http._api import DEFAULT_MAX_BODY_BYTES, Operation, routes
@@ -32,6 +32,7 @@ from hatp.http._coordinator_api import CoordinatorApi
 from hatp.http._directory_api import directory_operations, well_known_route
 from hatp.http._gateway_api import gateway_operations
 from hatp.http._health import health_routes
+from hatp.http._metrics import RequestLog, ServeMetrics
 from hatp.http._openapi import OPENAPI_PATH, openapi_document
 from hatp.http._unrouted import unrouted_handler
 from hatp.model import WELL_KNOWN_PATH
@@ -53,6 +54,7 @@ def hatp_app(
     callers: ApiCallers | None = None,
     https: bool = False,
     trusted_proxies: Sequence[str] = (),
+    recovery: Recovery | None = None,
 ) -> Starlette:
     """Return the app serving the JSON API of each role given.
 
@@ -82,6 +84,9 @@ def hatp_app(
 
     ``/healthz`` answers whenever the process does; ``/readyz`` once the store of the
     gateway and the coordinator answers within its bound (else 503 ``STORE_UNAVAILABLE``).
+    ``/metrics`` (open like them) gives the Prometheus metrics of this app alone
+    (``recovery``: the served coordinator's background recovery, whose runs it counts);
+    every request is logged on ``hatp.http.requests``.
     A request body larger than ``max_body_bytes`` is refused 413 ``BODY_TOO_LARGE``.
     ``app.state.hatp_operations`` lists the operations served (what the OpenAPI
     document describes); ``app.state.hatp_coordinator`` holds the coordinator's
@@ -134,6 +139,10 @@ def hatp_app(
     stores = [] if gateway is None else [gateway.asks.store]
     stores += [] if coordinator is None else [coordinator.log.store]
     extra += health_routes(stores)
+    metrics = ServeMetrics(gateway=gateway, recovery=recovery)
+    if coordinator is not None:
+        coordinator.observe(metrics)
+    extra.append(metrics.route())
     pages = (
         []
         if web is None
@@ -156,12 +165,14 @@ def hatp_app(
     page = None if web is None else functools.partial(approver_error_page, web)
     unrouted = {HTTPException: unrouted_handler(page, APPROVER_PATH)}
     proxies = [Middleware(ProxyHeadersMiddleware, trusted_hosts=list(trusted_proxies))]
+    logged = [Middleware(RequestLog, metrics=metrics)]
     app = Starlette(
         routes=[*extra, *pages, *api],
         lifespan=lifespan,
         exception_handlers=unrouted,
-        middleware=proxies if trusted_proxies else None,
+        middleware=[*(proxies if trusted_proxies else []), *logged],
     )
     app.state.hatp_operations = operations
     app.state.hatp_coordinator = coordinator_api
+    app.state.hatp_metrics = metrics
     return app

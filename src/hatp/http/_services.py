@@ -1,7 +1,7 @@
 """What ``hatp serve`` runs: the store, keys, directory, gateway, coordinator and approver page.
 
 :func:`open_services` opens what a :class:`~hatp.http.ServeConfig` names and
-closes it again; :func:`demo_services` opens the demo trip world's instead.
+closes it again (``hatp serve --demo`` composes the demo world's at the CLI edge).
 Every file a setting names is loaded and checked before anything is served
 (``CONFIG_INVALID`` naming the setting). No rule lives here: each role
 checks its own requests.
@@ -10,7 +10,6 @@ checks its own requests.
 from __future__ import annotations
 
 import contextlib
-import json
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -37,7 +36,6 @@ from hatp.http._api import DEFAULT_MAX_BODY_BYTES
 from hatp.http._approver import APPROVER_PATH
 from hatp.http._callers import ApiCallers
 from hatp.http._config import (
-    ROLES,
     CoordinatorSettings,
     DirectorySettings,
     Role,
@@ -53,7 +51,7 @@ from hatp.store import AskStore, DecisionLog, PasskeyBook, Store, WebBook, open_
 if TYPE_CHECKING:
     from hatp.mcp import McpLink
 
-__all__ = ["Services", "demo_services", "enrol_link", "invite", "open_services", "open_web"]
+__all__ = ["Services", "enrol_link", "invite", "open_services", "open_web"]
 
 
 @dataclass
@@ -98,6 +96,7 @@ class Services:
             callers=self.callers,
             https=self.https,
             trusted_proxies=self.trusted_proxies,
+            recovery=self.recovery if "coordinator" in serving else None,
         )
 
 
@@ -115,13 +114,15 @@ async def open_services(config: ServeConfig) -> AsyncIterator[Services]:
     Raises:
         ConfigInvalid: a file the settings name cannot be used (``data.key``).
         StoreUnavailable: the database cannot be opened.
+        SchemaMismatch: the database is behind this hatp (run ``hatp db upgrade``) or
+            newer than it (upgrade hatp); nothing was served.
     """
     clock = SystemClock()
     keyring = None if config.keyring is None else _keyring(config.keyring)
     async with contextlib.AsyncExitStack() as stack:
         store = open_store(config.db, limits=config.store)
         stack.callback(store.close)
-        notes = [f"store: {config.db}"]
+        notes = [f"store: {config.db} (schema revision {store.schema.after})"]
         directory = gateway = coordinator = document = web = enrolment = None
         if config.directory is not None and keyring is not None:
             directory = _directory(config.directory, keyring)
@@ -218,66 +219,6 @@ async def _recovering(
         f"{coordinator.lease_seconds:g} s (looked for every {recovery.every:g} s)"
     )
     return recovery
-
-
-@contextlib.asynccontextmanager
-async def demo_services(
-    folder: Path, *, db: str | None = None, only: tuple[Role, ...] | None = None
-) -> AsyncIterator[Services]:
-    """Open the demo trip world in ``folder`` (made if missing) and serve its roles.
-
-    acme's gateway and directory, and the trip's coordinator over the four
-    in-process participants; every acme person approves at once, as scripted,
-    with a vote signed by their own key. The gateway's asks and the
-    coordinator's log go to ``db`` (default ``folder/serve.db``). Writes
-    ``folder/keyring.json`` (to verify records with ``hatp verify``) and
-    ``folder/trip-plan.json`` (a ``txn/begin`` body, deciding within 15 minutes).
-
-    Raises:
-        StoreUnavailable: a store cannot be opened.
-    """
-    from hatp.demo import COORDINATOR, GATEWAY, TripWorld, trip_plan
-    from hatp.demo._people import DIRECTORY
-
-    clock = SystemClock()
-    folder.mkdir(parents=True, exist_ok=True)
-    url = db or str(folder / "serve.db")
-    async with contextlib.AsyncExitStack() as stack:
-        world = stack.enter_context(TripWorld.open(folder, clock))
-        store = open_store(url)
-        stack.callback(store.close)
-        people = world.scripted_people("approve")
-        stack.push_async_callback(people.close)
-        gateway = HumanGateway(
-            GATEWAY, world.keys["gateway"], world.directory, AskStore(store), [people], clock
-        )
-        coordinator = world.coordinator(DecisionLog(store), gateway)
-        _write(folder / "keyring.json", world.keyring.to_json())
-        notes: list[str] = []
-        now = clock.now()
-        plan = trip_plan(f"trip-{now:%Y%m%d-%H%M%S}", decide_by=now + timedelta(minutes=15))
-        _write(folder / "trip-plan.json", {"plan": plan})
-        gateway.start()
-        stack.push_async_callback(gateway.stop)
-        await stack.enter_async_context(world.sweeping())
-        recovery = await _recovering(stack, coordinator, None, only or ROLES, notes)
-        yield Services(
-            only or ROLES,
-            gateway,
-            world.directory,
-            coordinator,
-            well_known(DIRECTORY, GATEWAY, _issued(world.keyring, DIRECTORY)),
-            notes=[
-                f"demo world: {folder} (acme's directory and gateway, coordinator {COORDINATOR})",
-                f"store: {url}",
-                "people: every acme person approves at once (scripted, signing with their key)",
-                f"a plan to begin: {folder / 'trip-plan.json'} (its txnId runs once)",
-                f"verify a record: hatp verify record.json --keys {folder / 'keyring.json'}",
-                *notes,
-            ],
-            example=folder / "trip-plan.json",
-            recovery=recovery,
-        )
 
 
 def open_web(
@@ -503,7 +444,3 @@ def _check_issuer(keyring: Keyring, key: SigningKey, issuer: str, setting: str) 
             f"(vouched for by {by!r}, or other key material)",
             key=setting,
         )
-
-
-def _write(path: Path, document: Any) -> None:
-    path.write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")

@@ -33,7 +33,7 @@ from hatp.lease._participant import LeasedOperation
 from hatp.lease._receipts import verify_receipt, verify_rejection
 from hatp.lease._recovery import Escrow, EscrowCase, Recovered
 from hatp.lease._resources import Resources, State, TableResources
-from hatp.lease._sor import Applied, SystemOfRecord
+from hatp.lease._sor import Applied, LeaseObserver, SystemOfRecord
 from hatp.lease._verify import MAX_CLOCK_SKEW, CheckedLease, inverse_problem, verify_lease
 
 __all__ = [
@@ -48,6 +48,7 @@ __all__ = [
     "EscrowCase",
     "LeaseBinding",
     "LeaseCommit",
+    "LeaseObserver",
     "LeaseRecovery",
     "LeaseRejection",
     "LeasedOperation",

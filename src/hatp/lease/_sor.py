@@ -30,9 +30,10 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from sqlalchemy import Connection
 
@@ -40,6 +41,7 @@ from hatp import _checks
 from hatp._faults import fault_point
 from hatp.clock import Clock, parse_time
 from hatp.errors import (
+    HatpError,
     InvalidJson,
     LeaseRefused,
     LeaseUnavailable,
@@ -72,7 +74,18 @@ from hatp.lease._verify import CheckedLease, lease_refusal, verify_lease
 from hatp.model import parse_address
 from hatp.store import LeaseBook, LeaseRow, LeaseStatus, Store, to_ms
 
-__all__ = ["Applied", "SystemOfRecord"]
+__all__ = ["Applied", "LeaseObserver", "SystemOfRecord"]
+
+_log = logging.getLogger(__name__)
+
+
+class LeaseObserver(Protocol):
+    """Told of each lease a :class:`SystemOfRecord` granted or applied, or refused."""
+
+    def lease_decided(self, stage: str, refused: HatpError | None) -> None:
+        """At ``stage`` (``grant`` or ``apply``) the lease passed (``refused`` None) or was
+        refused with ``refused``."""
+
 
 #: The longest rollback window granted unless the system of record says otherwise.
 DEFAULT_MAX_WINDOW_MS = 15 * 60 * 1000
@@ -115,8 +128,10 @@ class SystemOfRecord:
         max_window_ms: int = DEFAULT_MAX_WINDOW_MS,
         escrow_address: str | None = None,
         escrow: Escrow | None = None,
+        observer: LeaseObserver | None = None,
     ) -> None:
         self.store = store
+        self._observer = observer
         self.issuer = issuer
         self.key = key
         self.keyring = keyring
@@ -160,6 +175,30 @@ class SystemOfRecord:
             ValueError: ``t_req_ms`` is negative.
             StoreUnavailable: the database failed; nothing was granted.
         """
+        try:
+            signed = self._grant(resource, mutation, t_req_ms, mode, binding)
+        except HatpError as error:
+            self._tell("grant", error)
+            raise
+        self._tell("grant", None)
+        return signed
+
+    def _tell(self, stage: str, refused: HatpError | None) -> None:
+        if self._observer is None:
+            return
+        try:
+            self._observer.lease_decided(stage, refused)
+        except Exception:  # watching must not change what the system of record does
+            _log.warning("%s: its lease observer failed", self.issuer, exc_info=True)
+
+    def _grant(
+        self,
+        resource: str,
+        mutation: Mapping[str, Any],
+        t_req_ms: int,
+        mode: RecoveryMode,
+        binding: LeaseBinding | None,
+    ) -> dict[str, Any]:
         wanted = parse_mutation(mutation)
         action = self._action(wanted.action)
         now = self.clock.now()
@@ -272,7 +311,9 @@ class SystemOfRecord:
                 applied = self._apply_txn(conn, lease_doc, resource, wanted, fence_token, binding)
         except LeaseRefused as refused:
             self._book.add_rejection(refused.data["receipt"], at=to_ms(self.clock.now()))
+            self._tell("apply", refused)
             raise
+        self._tell("apply", None)
         if not applied.replayed:
             fault_point("lease.applied")
         return applied

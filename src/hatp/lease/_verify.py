@@ -8,6 +8,7 @@ refuses under its own rule: absent never counts as a pass.
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -31,6 +32,8 @@ from hatp.model import first_error, parse_address
 from hatp.version import require_supported
 
 __all__ = ["MAX_CLOCK_SKEW", "CheckedLease", "inverse_problem", "lease_refusal", "verify_lease"]
+
+_log = logging.getLogger(__name__)
 
 #: How far ahead of the verifier's clock a lease may have been issued.
 MAX_CLOCK_SKEW = timedelta(seconds=60)
@@ -147,6 +150,7 @@ class _Refuser:
         except HatpError as exc:
             found = str(exc)
         except Exception as exc:  # a check that cannot run refuses
+            _log.warning("lease check %s could not run", rule, exc_info=True)
             found = f"the check could not run: {exc}"
         if found is not None:
             self.refuse(rule, found, now)
@@ -256,13 +260,15 @@ def _read(lease_doc: object) -> tuple[object, str]:
     if isinstance(lease_doc, bytes):
         try:
             doc: object = parse_json(lease_doc)
-        except Exception:  # not JSON: the receipt names the bytes received
+        except Exception as exc:  # not JSON: the receipt names the bytes received
+            _log.debug("the lease is not JSON: %s", exc)
             return None, digest_bytes(lease_doc)
     else:
         doc = lease_doc
     try:
         return doc, digest(doc)
-    except Exception:  # no canonical form: name what we can
+    except Exception as exc:  # no canonical form: name what we can
+        _log.debug("the lease has no canonical form: %s", exc)
         return None, digest_bytes(repr(doc).encode())
 
 
@@ -273,6 +279,7 @@ def _shape(doc: object, refuser: _Refuser, now: datetime) -> CompensationLease:
         require_supported(doc, "lease")
         return _times_read(CompensationLease.model_validate(doc))
     except Exception as exc:
+        _log.debug("the lease's shape is wrong: %s", exc)
         if _checks.is_on("LEASE-SHAPE"):
             refuser.refuse("LEASE-SHAPE", _first_error(exc), now)
     # A verifier without the shape check reads what it knows and ignores the rest.
@@ -281,6 +288,7 @@ def _shape(doc: object, refuser: _Refuser, now: datetime) -> CompensationLease:
         lax = {k: v for k, v in doc.items() if k in known}
         return _times_read(CompensationLease.model_validate(lax))
     except Exception as exc:  # even a lax reader cannot go on: refuse anyway
+        _log.debug("the lease cannot be read even laxly: %s", exc)
         refuser.refuse("LEASE-SHAPE", _first_error(exc), now)
 
 

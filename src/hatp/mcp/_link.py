@@ -18,7 +18,7 @@ calls from any task use its session.
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -30,6 +30,8 @@ from hatp.mcp._participant_client import McpParticipant, mcp_participant
 from hatp.model import BranchStatus, Plan, Preconditions
 
 __all__ = ["McpLink"]
+
+_log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
@@ -83,6 +85,7 @@ class _Connection:
                 self._ready.set_result(found)
                 await self._stop.wait()
         except Exception as exc:  # the server died, or never answered: no connection
+            _log.info("connection to %s ended: %s", participant_id, exc)
             if not self._ready.done():
                 self._ready.set_exception(exc)
         finally:
@@ -192,8 +195,10 @@ class McpLink:
         """Close the connection (a stdio server process exits) and wait for it."""
         self._drop()
         if self._closing:
-            with contextlib.suppress(Exception):
+            try:
                 await asyncio.wait_for(asyncio.gather(*self._closing), 10.0)
+            except Exception as exc:  # closing anyway: what was left open dies with us
+                _log.info("links to %s did not close cleanly: %s", self._id, exc)
 
     async def prepare(self, plan: Plan, branch_id: str, fence: int) -> dict[str, Any]:
         return await self._call(lambda p: p.prepare(plan, branch_id, fence))

@@ -17,10 +17,9 @@ from hatp.participant._operation import (
 )
 from hatp.participant._protocol import Participant
 from hatp.participant._relay import Relay
-from hatp.participant._server import DEFAULT_SWEEP_SECONDS, ParticipantServer
+from hatp.participant._server import ParticipantServer
 
 __all__ = [
-    "DEFAULT_SWEEP_SECONDS",
     "Committed",
     "Operation",
     "Participant",

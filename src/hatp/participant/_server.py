@@ -23,7 +23,7 @@ from hatp.participant._replace import REPLACE
 from hatp.participant._rules import check_plan
 from hatp.store import BranchStore, Store
 
-__all__ = ["DEFAULT_SWEEP_SECONDS", "ParticipantServer"]
+__all__ = ["ParticipantServer"]
 
 #: How often a serving participant releases holds whose lease ended, by default.
 DEFAULT_SWEEP_SECONDS = 30.0

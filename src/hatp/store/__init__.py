@@ -9,16 +9,19 @@ its call once), and :class:`LeaseBook` a system of record's compensation
 leases, epochs and rejection receipts; :class:`PasskeyBook` the gateway's
 spent passkey nonces and each passkey's sign count; :class:`WebBook` the
 approver page's sign-in challenges, sessions and passkey invitations.
-Async code calls a store through :meth:`Store.call`, off its event loop and
-within :class:`StoreLimits`. The durability rules are in ``docs/spec.md``
-([STORE-DURABLE] and after).
+Each database records its schema revision: :func:`open_store` creates a
+fresh one and refuses one behind (:func:`upgrade_store`, ``hatp db upgrade``,
+brings it up; :func:`schema_status` reports it). Async code calls a store
+through :meth:`Store.call`, off its event loop and within :class:`StoreLimits`.
+The durability rules are in ``docs/spec.md`` ([STORE-DURABLE] and after).
 """
 
 from hatp.store._asks import AskKind, AskRow, AskState, AskStore
 from hatp.store._branches import BranchRow, BranchStore
-from hatp.store._engine import Store, open_store
+from hatp.store._engine import Store, open_store, schema_status, upgrade_store
 from hatp.store._leases import LeaseBook, LeaseRow, LeaseStatus
 from hatp.store._log import DecisionLog, TxnRow
+from hatp.store._migrate import Found, Migrations, SchemaStatus
 from hatp.store._offloop import StoreLimits, calls_in_flight
 from hatp.store._passkeys import PasskeyBook
 from hatp.store._schema import from_ms, to_ms
@@ -34,10 +37,13 @@ __all__ = [
     "BranchStore",
     "ChallengePurpose",
     "DecisionLog",
+    "Found",
     "LeaseBook",
     "LeaseRow",
     "LeaseStatus",
+    "Migrations",
     "PasskeyBook",
+    "SchemaStatus",
     "Store",
     "StoreLimits",
     "TxnRow",
@@ -50,6 +56,8 @@ __all__ = [
     "calls_in_flight",
     "from_ms",
     "open_store",
+    "schema_status",
     "to_ms",
     "token_digest",
+    "upgrade_store",
 ]

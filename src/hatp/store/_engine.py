@@ -32,12 +32,12 @@ from sqlalchemy.pool import QueuePool
 from sqlalchemy.sql.compiler import SQLCompiler
 
 from hatp.errors import StoreUnavailable
+from hatp.store._migrate import SHIPPED, Migrations, SchemaMode, SchemaStatus, prepare_txn
 from hatp.store._offloop import TIMED_OUT, Lane, StoreLimits, Workers, caller_gave_up
-from hatp.store._schema import metadata
 
 _T = TypeVar("_T")
 _log = logging.getLogger(__name__)
-# The advisory lock that serializes table creation across processes ("hatp").
+# The advisory lock that serializes schema changes across processes ("hatp").
 _SCHEMA_LOCK = 0x68617470
 # PostgreSQL error codes a CREATE loses a race with: duplicate table, duplicate
 # object, unique violation (on the catalog's type names).
@@ -58,12 +58,20 @@ class Store:
 
     ``url`` is the full URL (it may hold a password: do not log it; ``repr``
     hides it). ``dialect`` is ``"sqlite"`` or ``"postgresql"``. ``limits``
-    bounds every wait it makes.
+    bounds every wait it makes. ``schema`` is what opening found and did to the
+    database's schema revision ([STORE-SCHEMA]).
     """
 
     dialect: ClassVar[str]
 
-    def __init__(self, url: URL, limits: StoreLimits | None = None) -> None:
+    def __init__(
+        self,
+        url: URL,
+        limits: StoreLimits | None = None,
+        *,
+        migrations: Migrations = SHIPPED,
+        mode: SchemaMode = SchemaMode.OPEN,
+    ) -> None:
         self.url = url.render_as_string(hide_password=False)
         self.limits = limits or StoreLimits()
         self._shown = url.render_as_string(hide_password=True)
@@ -71,7 +79,7 @@ class Store:
         self._workers = Workers(self.limits.workers, f"hatp-store-{self.dialect}")
         self._engine = self._make_engine(url)
         try:
-            self._create_tables()
+            self.schema = self._open_schema(migrations, mode)
         except BaseException:
             self._engine.dispose()
             raise
@@ -226,13 +234,28 @@ class Store:
         """Open a driver_transaction (psycopg opens one by itself at the first statement)."""
 
     def _lock_schema(self, conn: Connection) -> None:
-        """Serialize table creation with other processes (SQLite: BEGIN IMMEDIATE did)."""
+        """Serialize schema changes with other processes (SQLite: BEGIN IMMEDIATE did)."""
 
-    def _create_tables(self) -> None:
-        # checkfirst reads the catalog: done once here, never per transaction.
-        with self.transaction() as conn:
-            self._lock_schema(conn)
-            metadata.create_all(conn, checkfirst=True)
+    def _open_schema(self, migrations: Migrations, mode: SchemaMode) -> SchemaStatus:
+        # The catalog is read once here, never per transaction; looking and changing
+        # are one transaction under the lock, so two openers cannot both upgrade.
+        try:
+            with self._engine.connect() as conn:
+                self._before_schema(conn)
+                try:
+                    with conn.begin():
+                        self._lock_schema(conn)
+                        return prepare_txn(conn, migrations, mode, self._shown)
+                finally:
+                    self._after_schema(conn)
+        except _DRIVER_ERRORS as error:  # the pragmas go through the driver itself
+            raise self._unavailable(error) from error
+
+    def _before_schema(self, conn: Connection) -> None:
+        """Set the connection up for schema changes, outside any transaction."""
+
+    def _after_schema(self, conn: Connection) -> None:
+        """Undo :meth:`_before_schema` before the connection goes back to the pool."""
 
     def _refuse_if_given_up(self) -> None:
         if caller_gave_up():
@@ -289,6 +312,28 @@ class SqliteStore(Store):
 
     def _driver_begin(self, cursor: Any) -> None:
         cursor.execute(_BEGIN_IMMEDIATE)  # as _sqlite_on_begin does for Core transactions
+
+    def _before_schema(self, conn: Connection) -> None:
+        # A revision that SQLite cannot ALTER copies the table and drops the old one;
+        # with foreign keys on, that drop would cascade (hatp_txn's drop deletes every
+        # record event). The pragma is ignored inside a transaction: set it before.
+        _pragma(conn, "PRAGMA foreign_keys = OFF")
+
+    def _after_schema(self, conn: Connection) -> None:
+        try:
+            _pragma(conn, "PRAGMA foreign_keys = ON")
+        except sqlite3.Error:
+            _log.warning("store %s: foreign keys not restored: connection dropped", self._shown)
+            conn.invalidate()  # never pooled without them
+            raise
+
+
+def _pragma(conn: Connection, statement: str) -> None:
+    cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+    try:
+        cursor.execute(statement)
+    finally:
+        cursor.close()
 
 
 def _sqlite_on_connect(busy_ms: int, dbapi_connection: Any, _record: Any) -> None:
@@ -375,9 +420,9 @@ class PostgresStore(Store):
     def _lock_schema(self, conn: Connection) -> None:
         conn.execute(sa.select(sa.func.pg_advisory_xact_lock(_SCHEMA_LOCK)))
 
-    def _create_tables(self) -> None:
+    def _open_schema(self, migrations: Migrations, mode: SchemaMode) -> SchemaStatus:
         try:
-            super()._create_tables()
+            return super()._open_schema(migrations, mode)
         except StoreUnavailable as error:
             # Every hatp process takes the advisory lock, but anything creating
             # the tables without it (a hand-run script) can still win the race;
@@ -387,7 +432,7 @@ class PostgresStore(Store):
             code = getattr(getattr(cause, "orig", None), "sqlstate", None)
             if code not in _CREATE_RACE_CODES:
                 raise
-            super()._create_tables()
+            return super()._open_schema(migrations, mode)
 
 
 _SYNC_COMMIT = "-c synchronous_commit=on"
@@ -460,14 +505,21 @@ _STORES: dict[str, type[Store]] = {"sqlite": SqliteStore, "postgresql": Postgres
 _PASSWORD = re.compile(r"(://[^:/@]*:)[^@/]*@")
 
 
-def open_store(url: str | os.PathLike[str], *, limits: StoreLimits | None = None) -> Store:
+def open_store(
+    url: str | os.PathLike[str],
+    *,
+    limits: StoreLimits | None = None,
+    migrations: Migrations = SHIPPED,
+) -> Store:
     """Open (and on first use set up) the store at ``url``.
 
     ``url`` is ``sqlite:///path.db`` or a plain file path (SQLite), or
     ``postgresql://…`` / ``postgresql+psycopg://…`` (PostgreSQL through
-    psycopg 3). The tables are created if missing; two processes opening the
-    same new database at once is safe. ``limits`` bounds every wait the store
-    makes (default :class:`StoreLimits`).
+    psycopg 3). A database with none of hatp's tables is brought to the newest
+    schema revision; one made before revisions began is stamped with the
+    baseline; two processes opening the same new database at once is safe
+    ([STORE-SCHEMA]). ``limits`` bounds every wait the store makes (default
+    :class:`StoreLimits`). ``migrations``: the revisions known (default hatp's own).
 
     Returns:
         A :class:`Store`; close it with :meth:`Store.close`.
@@ -475,9 +527,63 @@ def open_store(url: str | os.PathLike[str], *, limits: StoreLimits | None = None
     Raises:
         StoreUnavailable: the URL names no database hatp can use, or the
             database cannot be reached or set up; the message says what to fix.
+        SchemaMismatch: the database is at an older revision, or some of its
+            tables are missing (run ``hatp db upgrade``), or at a revision this
+            hatp does not know (upgrade hatp), or it holds a table of hatp's name
+            that is not hatp's.
     """
     parsed = _parse_url(url)
-    return _STORES[parsed.get_backend_name()](parsed, limits)
+    return _STORES[parsed.get_backend_name()](parsed, limits, migrations=migrations)
+
+
+def upgrade_store(
+    url: str | os.PathLike[str],
+    *,
+    limits: StoreLimits | None = None,
+    migrations: Migrations = SHIPPED,
+) -> SchemaStatus:
+    """Bring the database at ``url`` to the newest revision of ``migrations``, in one
+    transaction under the schema lock (``hatp db upgrade``): a fresh database is
+    created, one made before revisions began stamped (its missing tables created),
+    one behind upgraded; one at the newest is left as it is.
+
+    Returns:
+        What was found, and the revision before and after.
+
+    Raises:
+        StoreUnavailable: as :func:`open_store`; nothing was changed.
+        SchemaMismatch: the database is at a revision this hatp does not know, or
+            holds a table of hatp's name that is not hatp's; nothing was changed.
+    """
+    return _schema(url, limits, migrations, SchemaMode.UPGRADE)
+
+
+def schema_status(
+    url: str | os.PathLike[str],
+    *,
+    limits: StoreLimits | None = None,
+    migrations: Migrations = SHIPPED,
+) -> SchemaStatus:
+    """Report the schema revision of the database at ``url`` and how it stands against
+    ``migrations``, changing nothing (``hatp db current``).
+
+    Raises:
+        StoreUnavailable: as :func:`open_store`.
+        SchemaMismatch: it holds a table of hatp's name that is not hatp's.
+    """
+    return _schema(url, limits, migrations, SchemaMode.LOOK)
+
+
+def _schema(
+    url: str | os.PathLike[str],
+    limits: StoreLimits | None,
+    migrations: Migrations,
+    mode: SchemaMode,
+) -> SchemaStatus:
+    parsed = _parse_url(url)
+    store = _STORES[parsed.get_backend_name()](parsed, limits, migrations=migrations, mode=mode)
+    store.close()
+    return store.schema
 
 
 def _parse_url(url: str | os.PathLike[str]) -> URL:

@@ -1,0 +1,45 @@
+"""Who is told of a transaction's changes of state as they happen: metrics, say.
+
+A :class:`TxnObserver` is handed each change once its write is durable in the
+log; it must return quickly and never block (it runs on the coordinator's event
+loop). What it raises is logged and dropped: watching never changes a
+transaction.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Protocol
+
+from hatp.model import TxnState
+
+__all__ = ["TxnObserver", "tell"]
+
+_log = logging.getLogger(__name__)
+
+
+class TxnObserver(Protocol):
+    """Told of each change of a transaction's state this coordinator wrote."""
+
+    def txn_changed(self, txn_id: str, state: TxnState, at: datetime) -> None:
+        """``txn_id`` is now ``state`` (``active``: begun; ``committing`` or ``aborting``:
+        decided; a finished state or ``in-doubt``: ended or left open), as of ``at`` on
+        the coordinator's clock."""
+
+
+def tell(observers: Iterable[TxnObserver], txn_id: str, state: TxnState, at: datetime) -> None:
+    """Tell every one of ``observers``; one that raises is logged and skipped."""
+    for observer in observers:
+        try:
+            observer.txn_changed(txn_id, state, at)
+        except Exception:  # an observer's bug must not stop a transaction
+            _log.warning(
+                "txn %s: observer %r failed on %s",
+                txn_id,
+                observer,
+                state.value,
+                exc_info=True,
+                extra={"txnId": txn_id},
+            )

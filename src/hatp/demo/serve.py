@@ -1,0 +1,121 @@
+"""The demo trip world served over HTTP (``hatp serve --demo``): composed here, at the
+edge, from the roles' and :mod:`hatp.http`'s public API; the HTTP package knows
+nothing of the demo."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import AsyncIterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from hatp.clock import SystemClock
+from hatp.coordinator import Coordinator, Recovery
+from hatp.demo.trip import COORDINATOR, GATEWAY, TripWorld, trip_plan
+from hatp.directory import well_known
+from hatp.errors import SignatureInvalid
+from hatp.evidence import Keyring, PublicKey
+from hatp.gateway import HumanGateway
+from hatp.http import ROLES, Role, Services
+from hatp.store import AskStore, DecisionLog, open_store
+
+__all__ = ["demo_services"]
+
+
+@contextlib.asynccontextmanager
+async def demo_services(
+    folder: Path, *, db: str | None = None, only: tuple[Role, ...] | None = None
+) -> AsyncIterator[Services]:
+    """Open the demo trip world in ``folder`` (made if missing) and serve its roles.
+
+    acme's gateway and directory, and the trip's coordinator over the four
+    in-process participants; every acme person approves at once, as scripted,
+    with a vote signed by their own key. The gateway's asks and the
+    coordinator's log go to ``db`` (default ``folder/serve.db``). Writes
+    ``folder/keyring.json`` (to verify records with ``hatp verify``) and
+    ``folder/trip-plan.json`` (a ``txn/begin`` body, deciding within 15 minutes).
+    While open, the world's holds are swept and, with the coordinator served, what a
+    stopped coordinator left open is recovered.
+
+    Raises:
+        StoreUnavailable: a store cannot be opened.
+    """
+    clock = SystemClock()
+    folder.mkdir(parents=True, exist_ok=True)
+    url = db or str(folder / "serve.db")
+    served = only or ROLES
+    async with contextlib.AsyncExitStack() as stack:
+        world = stack.enter_context(TripWorld.open(folder, clock))
+        store = open_store(url)
+        stack.callback(store.close)
+        people = world.scripted_people("approve")
+        stack.push_async_callback(people.close)
+        gateway = HumanGateway(
+            GATEWAY, world.keys["gateway"], world.directory, AskStore(store), [people], clock
+        )
+        coordinator = world.coordinator(DecisionLog(store), gateway)
+        _write(folder / "keyring.json", world.keyring.to_json())
+        now = clock.now()
+        plan = trip_plan(f"trip-{now:%Y%m%d-%H%M%S}", decide_by=now + timedelta(minutes=15))
+        _write(folder / "trip-plan.json", {"plan": plan})
+        gateway.start()
+        stack.push_async_callback(gateway.stop)
+        await stack.enter_async_context(world.sweeping())
+        notes = [
+            f"demo world: {folder} (acme's directory and gateway, coordinator {COORDINATOR})",
+            f"store: {url}",
+            "people: every acme person approves at once (scripted, signing with their key)",
+            f"a plan to begin: {folder / 'trip-plan.json'} (its txnId runs once)",
+            f"verify a record: hatp verify record.json --keys {folder / 'keyring.json'}",
+        ]
+        recovery = await _recovering(stack, coordinator, served, notes)
+        issuer = world.directory.issuer
+        yield Services(
+            served,
+            gateway,
+            world.directory,
+            coordinator,
+            well_known(issuer, GATEWAY, _issued(world.keyring, issuer)),
+            notes=notes,
+            example=folder / "trip-plan.json",
+            recovery=recovery,
+        )
+
+
+async def _recovering(
+    stack: contextlib.AsyncExitStack,
+    coordinator: Coordinator,
+    served: tuple[Role, ...],
+    notes: list[str],
+) -> Recovery | None:
+    """Recover at start and keep looking ([COORD-RECOVER]), as ``hatp serve`` does, where
+    the coordinator role is served: a process that does not serve it claims none of its
+    work."""
+    if "coordinator" not in served:
+        return None
+    recovery = Recovery(coordinator)
+    await stack.enter_async_context(recovery.running())
+    notes.append(
+        f"recovery: open transactions of a stopped owner taken over within "
+        f"{coordinator.lease_seconds:g} s (looked for every {recovery.every:g} s)"
+    )
+    return recovery
+
+
+def _issued(keyring: Keyring, issuer: str) -> list[PublicKey]:
+    """The keys ``keyring`` holds that ``issuer`` vouches for (the well-known document's)."""
+    found = []
+    for kid in keyring.kids():
+        try:
+            key, by = keyring.resolve(kid)
+        except SignatureInvalid:  # vouched for by an issuer the keyring does not trust
+            continue
+        if by == issuer:
+            found.append(key)
+    return found
+
+
+def _write(path: Path, document: Any) -> None:
+    path.write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")

@@ -1,0 +1,22 @@
+"""A revision that fails half-way, for tests only: after t0002 changed hatp_txn.
+
+Revision ID: t0003
+Revises: t0002
+"""
+
+from __future__ import annotations
+
+from alembic import op
+
+revision = "t0003"
+down_revision = "t0002"
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    op.execute("UPDATE hatp_txn SET no_such_column = 1")
+
+
+def downgrade() -> None:
+    pass
