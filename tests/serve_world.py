@@ -31,7 +31,7 @@ from hatp.demo import TripWorld, trip_plan
 from hatp.demo._people import DIRECTORY
 from hatp.demo.trip import GATEWAY, TRAVELLER
 from hatp.directory import well_known
-from hatp.evidence import Keyring, PublicKey, digest
+from hatp.evidence import Keyring, digest
 from hatp.gateway import HumanGateway, MemoryChannel, Person
 from hatp.http import hatp_app
 from hatp.model import parse_plan
@@ -133,16 +133,6 @@ class Served:
         }
 
 
-def issued_by(keyring: Keyring, issuer: str) -> list[PublicKey]:
-    """The keys ``issuer`` vouches for in ``keyring``."""
-    found = []
-    for kid in keyring.kids():
-        key, who = keyring.resolve(kid)
-        if who == issuer:
-            found.append(key)
-    return found
-
-
 def open_served(
     folder: Path,
     store: Store,
@@ -165,7 +155,7 @@ def open_served(
         GATEWAY, world.keys["gateway"], world.directory, AskStore(store), [people], clock
     )
     coordinator = world.coordinator(DecisionLog(store), gateway, retry_delay=0.05)
-    document = well_known(DIRECTORY, GATEWAY, issued_by(world.keyring, DIRECTORY))
+    document = well_known(DIRECTORY, GATEWAY, world.keyring.issued_by(DIRECTORY))
     app = hatp_app(
         gateway=gateway if "gateway" in roles else None,
         directory=world.directory if "directory" in roles else None,

@@ -41,7 +41,7 @@ from hatp.gateway import (
 )
 from hatp.http import hatp_app
 from hatp.store import AskStore, DecisionLog, PasskeyBook, Store, WebBook
-from serve_world import START, issued_by
+from serve_world import START
 
 T = TypeVar("T")
 #: The page's origin: a browser lets http://localhost use passkeys of rpId localhost.
@@ -190,7 +190,7 @@ def open_web_served(
         gateway=gateway,
         directory=world.directory,
         coordinator=coordinator,
-        well_known=well_known(DIRECTORY, GATEWAY, issued_by(world.keyring, DIRECTORY)),
+        well_known=well_known(DIRECTORY, GATEWAY, world.keyring.issued_by(DIRECTORY)),
         web=web,
         enrolment=enrolment,
     )

@@ -572,3 +572,16 @@ def test_public_key_refuses_a_kid_that_is_not_a_key_id(kid: str) -> None:
     """[KEY-JWK] a kid is 1-256 printable ASCII characters, matched whole (no trailing newline)."""
     with pytest.raises(KeyInvalid):
         PublicKey(bytes(32), kid)
+
+
+def test_issued_by_lists_a_trusted_issuers_keys_only_SIG_ISSUER() -> None:
+    """[SIG-ISSUER] The keys one issuer vouches for, by kid; an untrusted issuer's none
+    (what a well-known document may publish as the directory's)."""
+    first, second, other = (SigningKey.from_seed(bytes([n]) * 32, f"k-{n}") for n in (1, 2, 3))
+    ring = Keyring(
+        [(second.public, "dir"), (other.public, "evil"), (first.public, "dir")],
+        trusted_issuers=["dir"],
+    )
+    assert [key.kid for key in ring.issued_by("dir")] == ["k-1", "k-2"]
+    assert ring.issued_by("evil") == []
+    assert ring.issued_by("nobody") == []

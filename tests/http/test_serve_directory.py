@@ -13,7 +13,7 @@ from hatp.demo._people import DIRECTORY
 from hatp.demo.trip import TRAVELLER
 from hatp.directory import Directory, verify_card
 from hatp.model import WellKnown
-from serve_world import Served, issued_by
+from serve_world import Served
 
 BOB = "human://acme.com/bob"
 
@@ -101,7 +101,7 @@ def test_the_well_known_document_names_directory_gateway_and_card_keys(serve: An
     response = served.run(go)
     document = WellKnown.model_validate(response.json())
     assert (document.directory, document.gateway) == (DIRECTORY, GATEWAY)
-    keys = [k.to_jwk() for k in issued_by(served.keyring, DIRECTORY)]
+    keys = [k.to_jwk() for k in served.keyring.issued_by(DIRECTORY)]
     assert [k.to_wire() for k in document.card_signing_keys] == keys
 
 

@@ -74,6 +74,14 @@ class Recovery:
         return self._every
 
     @property
+    def summary(self) -> str:
+        """One line for a start-up banner: how soon a stopped owner's work is taken over."""
+        return (
+            "recovery: open transactions of a stopped owner taken over within "
+            f"{self._coordinator.lease_seconds:g} s (looked for every {self._every:g} s)"
+        )
+
+    @property
     def driving(self) -> frozenset[str]:
         """The transactions this recovery is finishing now."""
         return frozenset(self._driving)

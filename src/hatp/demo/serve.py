@@ -12,11 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from hatp.clock import SystemClock
-from hatp.coordinator import Coordinator, Recovery
+from hatp.coordinator import Recovery
 from hatp.demo.trip import COORDINATOR, GATEWAY, TripWorld, trip_plan
 from hatp.directory import well_known
-from hatp.errors import SignatureInvalid
-from hatp.evidence import Keyring, PublicKey
 from hatp.gateway import HumanGateway
 from hatp.http import ROLES, Role, Services
 from hatp.store import AskStore, DecisionLog, open_store
@@ -70,51 +68,22 @@ async def demo_services(
             f"a plan to begin: {folder / 'trip-plan.json'} (its txnId runs once)",
             f"verify a record: hatp verify record.json --keys {folder / 'keyring.json'}",
         ]
-        recovery = await _recovering(stack, coordinator, served, notes)
+        recovery = None
+        if "coordinator" in served:  # as hatp serve does ([COORD-RECOVER])
+            recovery = Recovery(coordinator)
+            await stack.enter_async_context(recovery.running())
+            notes.append(recovery.summary)
         issuer = world.directory.issuer
         yield Services(
             served,
             gateway,
             world.directory,
             coordinator,
-            well_known(issuer, GATEWAY, _issued(world.keyring, issuer)),
+            well_known(issuer, GATEWAY, world.keyring.issued_by(issuer)),
             notes=notes,
             example=folder / "trip-plan.json",
             recovery=recovery,
         )
-
-
-async def _recovering(
-    stack: contextlib.AsyncExitStack,
-    coordinator: Coordinator,
-    served: tuple[Role, ...],
-    notes: list[str],
-) -> Recovery | None:
-    """Recover at start and keep looking ([COORD-RECOVER]), as ``hatp serve`` does, where
-    the coordinator role is served: a process that does not serve it claims none of its
-    work."""
-    if "coordinator" not in served:
-        return None
-    recovery = Recovery(coordinator)
-    await stack.enter_async_context(recovery.running())
-    notes.append(
-        f"recovery: open transactions of a stopped owner taken over within "
-        f"{coordinator.lease_seconds:g} s (looked for every {recovery.every:g} s)"
-    )
-    return recovery
-
-
-def _issued(keyring: Keyring, issuer: str) -> list[PublicKey]:
-    """The keys ``keyring`` holds that ``issuer`` vouches for (the well-known document's)."""
-    found = []
-    for kid in keyring.kids():
-        try:
-            key, by = keyring.resolve(kid)
-        except SignatureInvalid:  # vouched for by an issuer the keyring does not trust
-            continue
-        if by == issuer:
-            found.append(key)
-    return found
 
 
 def _write(path: Path, document: Any) -> None:

@@ -238,6 +238,13 @@ class Keyring:
         """Return every key id in the keyring, sorted."""
         return sorted(self._keys)
 
+    def issued_by(self, issuer: str) -> list[PublicKey]:
+        """Return the keys ``issuer`` vouches for, by kid, if the keyring trusts ``issuer``
+        (none otherwise): what a well-known document publishes as ``issuer``'s."""
+        if issuer not in self._trusted and _checks.is_on("SIG-ISSUER"):
+            return []
+        return [key for kid, (key, by) in sorted(self._keys.items()) if by == issuer]
+
     def __contains__(self, kid: object) -> bool:
         return kid in self._keys
 

@@ -30,7 +30,7 @@ from hatp.errors import (
     SignatureInvalid,
     VersionUnsupported,
 )
-from hatp.evidence import Keyring, PublicKey, SigningKey, card_keyring
+from hatp.evidence import Keyring, SigningKey, card_keyring
 from hatp.gateway import ApproverSessions, HumanGateway, WebApprovals, WebChannel
 from hatp.http._api import DEFAULT_MAX_BODY_BYTES
 from hatp.http._approver import APPROVER_PATH
@@ -127,7 +127,7 @@ async def open_services(config: ServeConfig) -> AsyncIterator[Services]:
         if config.directory is not None and keyring is not None:
             directory = _directory(config.directory, keyring)
             gateway_id = config.gateway.id if config.gateway else config.directory.gateway
-            keys = _issued(keyring, directory.issuer)
+            keys = keyring.issued_by(directory.issuer)
             if not keys:
                 raise ConfigInvalid(
                     f"the keyring holds no key of the directory {directory.issuer}, which "
@@ -173,9 +173,13 @@ async def open_services(config: ServeConfig) -> AsyncIterator[Services]:
             gateway.start()
             stack.push_async_callback(gateway.stop)
         recovery = None
-        if coordinator is not None and config.coordinator is not None:
-            every = config.coordinator.recover_seconds
-            recovery = await _recovering(stack, coordinator, every, config.served, notes)
+        # Recover at start and keep looking ([COORD-RECOVER]), where the coordinator role
+        # is served: a process that does not serve it claims none of its work.
+        coordinating = config.coordinator
+        if coordinator is not None and coordinating is not None and "coordinator" in config.served:
+            recovery = Recovery(coordinator, every=coordinating.recover_seconds)
+            await stack.enter_async_context(recovery.running())
+            notes.append(recovery.summary)
         if config.callers is None:
             notes.append(
                 "api: open to whoever reaches it (add [api] callers, from hatp api-token, "
@@ -198,27 +202,6 @@ async def open_services(config: ServeConfig) -> AsyncIterator[Services]:
             https=config.web is not None and config.web.https,
             trusted_proxies=() if config.web is None else config.web.trusted_proxies,
         )
-
-
-async def _recovering(
-    stack: contextlib.AsyncExitStack,
-    coordinator: Coordinator,
-    every: float | None,
-    served: tuple[Role, ...],
-    notes: list[str],
-) -> Recovery | None:
-    """Keep the coordinator's transactions finished while the services are open: recover
-    at start, then look again every ``every`` seconds ([COORD-RECOVER]). Only where the
-    coordinator role is served: a process that does not serve it does not claim its work."""
-    if "coordinator" not in served:
-        return None
-    recovery = Recovery(coordinator, every=every)
-    await stack.enter_async_context(recovery.running())
-    notes.append(
-        f"recovery: open transactions of a stopped owner taken over within "
-        f"{coordinator.lease_seconds:g} s (looked for every {recovery.every:g} s)"
-    )
-    return recovery
 
 
 def open_web(
@@ -408,18 +391,6 @@ def _directory(settings: DirectorySettings, keyring: Keyring) -> Directory:
             key="directory.issuer",
         )
     return directory
-
-
-def _issued(keyring: Keyring, issuer: str) -> list[PublicKey]:
-    found = []
-    for kid in keyring.kids():
-        try:
-            key, by = keyring.resolve(kid)
-        except SignatureInvalid:  # an issuer the keyring does not trust vouches for it
-            continue
-        if by == issuer:
-            found.append(key)
-    return found
 
 
 def _check_trusted(keyring: Keyring, key: SigningKey, gateway_id: str) -> None:

@@ -141,12 +141,7 @@ class Store:
         Raises:
             StoreUnavailable: it does not.
         """
-        self._refuse_if_given_up()
-        try:
-            conn = self._engine.raw_connection()
-        except _UNAVAILABLE as error:
-            raise self._unavailable(error) from error
-        try:
+        with self._raw() as conn:
             cursor = conn.cursor()
             try:
                 cursor.execute(_PING)
@@ -154,10 +149,6 @@ class Store:
             finally:
                 cursor.close()
             conn.rollback()
-        except _DRIVER_ERRORS as error:
-            raise self._unavailable(error) from error
-        finally:
-            conn.close()
 
     @contextmanager
     def transaction(self) -> Iterator[Connection]:
@@ -193,12 +184,7 @@ class Store:
         Raises:
             StoreUnavailable: as :meth:`transaction`.
         """
-        self._refuse_if_given_up()
-        try:
-            conn = self._engine.raw_connection()
-        except _UNAVAILABLE as error:
-            raise self._unavailable(error) from error
-        try:
+        with self._raw() as conn:
             cursor = conn.cursor()
             try:
                 self._driver_begin(cursor)
@@ -212,6 +198,18 @@ class Store:
                 raise
             finally:
                 cursor.close()
+
+    @contextmanager
+    def _raw(self) -> Iterator[Any]:
+        """A pooled connection's own DB-API connection, given back to the pool at the end;
+        a driver error inside the block leaves it as :class:`StoreUnavailable`."""
+        self._refuse_if_given_up()
+        try:
+            conn = self._engine.raw_connection()
+        except _UNAVAILABLE as error:
+            raise self._unavailable(error) from error
+        try:
+            yield conn
         except _DRIVER_ERRORS as error:
             raise self._unavailable(error) from error
         finally:
