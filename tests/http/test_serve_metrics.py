@@ -100,6 +100,23 @@ def test_open_asks_and_the_age_of_the_oldest_are_read_at_the_scrape(serve: Any) 
     assert value(found, "hatp_asks_oldest_open_seconds") == timedelta(seconds=90).total_seconds()
 
 
+def test_open_transactions_are_counted_by_state_at_the_scrape(serve: Any) -> None:
+    """[HTTP-METRICS] [COORD-SETTLE] what is open in the log, by state: a trip whose
+    approver never answers is active; nothing is counted as aborting or unwinding."""
+    served: Served = serve(clock=SystemClock(), decision="never")
+
+    async def go(http: httpx2.AsyncClient) -> Any:
+        plan = served.plan("trip-metrics-open")
+        assert (await http.post("/coordinator/txns", json={"plan": plan})).status_code == 201
+        return await scrape(http)
+
+    found = served.run(go)
+    assert value(found, "hatp_txn_open", state="active") == 1
+    for state in ("committing", "in-doubt", "unwinding", "aborting"):
+        assert value(found, "hatp_txn_open", state=state) == 0, state
+    assert ("hatp_txn_open", (("state", "aborted"),)) not in found  # a finished state
+
+
 def test_a_store_that_fails_raises_the_store_error_counter(
     serve: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:

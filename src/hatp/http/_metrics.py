@@ -33,7 +33,7 @@ from hatp.errors import HatpError, StoreUnavailable
 from hatp.gateway import HumanGateway
 from hatp.http._api import CALLER_SCOPE, ERROR_SCOPE
 from hatp.model import TxnState
-from hatp.store import AskRow
+from hatp.store import AskRow, DecisionLog
 
 __all__ = ["METRICS_PATH", "RequestLog", "ServeMetrics", "metrics_paths"]
 
@@ -60,13 +60,19 @@ class ServeMetrics:
     Args:
         gateway: whose open asks the ``hatp_asks_open`` gauges count at each scrape.
         recovery: whose runs and takeovers ``hatp_recovery_*`` report.
+        log: whose open transactions the ``hatp_txn_open`` gauges count at each scrape.
     """
 
     def __init__(
-        self, *, gateway: HumanGateway | None = None, recovery: Recovery | None = None
+        self,
+        *,
+        gateway: HumanGateway | None = None,
+        recovery: Recovery | None = None,
+        log: DecisionLog | None = None,
     ) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         self._gateway = gateway
+        self._log = log
         self._recovery = recovery
         self._begun_at: dict[str, datetime] = {}
         self._decided_at: dict[str, datetime] = {}
@@ -88,6 +94,13 @@ class ServeMetrics:
             "(decided to ended) and whole (begun to ended), on the coordinator's clock",
             ["phase"],
             buckets=_BUCKETS,
+            registry=r,
+        )
+        self.txn_open = Gauge(
+            "hatp_txn_open",
+            "Transactions open in the log, by state (every process on it): aborting or "
+            "unwinding ones wait for a participant's definite answer",
+            ["state"],
             registry=r,
         )
         self.asks_open = Gauge(
@@ -199,6 +212,17 @@ class ServeMetrics:
                 _log.warning("metrics: the open asks could not be read: %s", error.message)
             else:
                 self._count_asks(rows, self._gateway.clock.now())
+        if self._log is not None:
+            log = self._log
+            try:
+                open_now = await log.store.call(log.open_by_state)
+            except StoreUnavailable as error:
+                self.store_errors.labels("coordinator").inc()
+                _log.warning("metrics: the open transactions could not be read: %s", error.message)
+            else:
+                for state in TxnState:
+                    if not state.finished:
+                        self.txn_open.labels(state.value).set(open_now.get(state, 0))
         return generate_latest(self.registry)
 
     def _count_asks(self, rows: Iterable[AskRow], now: datetime) -> None:

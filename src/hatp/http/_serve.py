@@ -139,7 +139,8 @@ def hatp_app(
     stores = [] if gateway is None else [gateway.asks.store]
     stores += [] if coordinator is None else [coordinator.log.store]
     extra += health_routes(stores)
-    metrics = ServeMetrics(gateway=gateway, recovery=recovery)
+    log = None if coordinator is None else coordinator.log
+    metrics = ServeMetrics(gateway=gateway, recovery=recovery, log=log)
     if coordinator is not None:
         coordinator.observe(metrics)
     extra.append(metrics.route())

@@ -38,6 +38,7 @@ from hatp.version import PROTOCOL_VERSION
 
 _FINISHED = [state.value for state in TxnState if state.finished]
 _IS_OPEN = txn.c.state.not_in(_FINISHED)
+_OPEN_BY_STATE = sa.select(txn.c.state, sa.func.count()).where(_IS_OPEN).group_by(txn.c.state)
 
 
 @dataclass(frozen=True)
@@ -325,6 +326,16 @@ class DecisionLog:
         stmt = sa.select(txn.c.txn_id).where(_IS_OPEN).order_by(txn.c.created_at, txn.c.txn_id)
         with self._store.transaction() as conn:
             return builtins.list(conn.execute(stmt).scalars().all())
+
+    def open_by_state(self) -> dict[TxnState, int]:
+        """Return how many transactions are open, by state (states with none left out).
+
+        Raises:
+            StoreUnavailable: the database failed.
+        """
+        with self._store.transaction() as conn:
+            rows = conn.execute(_OPEN_BY_STATE).all()
+        return {TxnState(state): int(count) for state, count in rows}
 
     def claimable(self, now: datetime) -> builtins.list[str]:
         """Return the open transactions no one holds a live lease on, oldest first."""
