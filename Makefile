@@ -30,8 +30,8 @@ quick: $(VENV)/.dev
 	$(BIN)/python -m pytest -m "not slow"
 
 lint: $(VENV)/.dev
-	$(BIN)/ruff format --check src tests benchmarks
-	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff format --check src tests benchmarks examples
+	$(BIN)/ruff check src tests benchmarks examples
 
 typecheck: $(VENV)/.dev
 	$(BIN)/mypy --strict src

@@ -28,6 +28,7 @@ __all__ = [
     "MAX_ASKED_WAIT_SECONDS",
     "MAX_DEADLINE_SECONDS",
     "MAX_FENCE",
+    "MAX_LIST_LIMIT",
     "MAX_WAIT_SECONDS",
     "AcquireParams",
     "AnsweredParams",
@@ -47,8 +48,11 @@ __all__ = [
     "ResolveAnswer",
     "ResolveParams",
     "TightenParams",
+    "TxnListAnswer",
+    "TxnListParams",
     "TxnParams",
     "TxnStateAnswer",
+    "TxnSummary",
     "WithdrawParams",
     "WithdrawTxnParams",
     "approval_request",
@@ -64,6 +68,9 @@ MAX_ASKED_WAIT_SECONDS: Final = 3600.0
 MAX_DEADLINE_SECONDS: Final = 10 * 366 * 86400.0
 #: The largest fence a lease request may name: the strict reader's largest integer.
 MAX_FENCE: Final = 2**53 - 1
+
+#: The most transactions one ``GET /coordinator/txns`` lists.
+MAX_LIST_LIMIT: Final = 500
 
 #: A non-negative decimal amount as text, e.g. ``"730.00"``.
 DecimalText = Annotated[str, StringConstraints(pattern=r"^[0-9]{1,30}(\.[0-9]{1,30})?$")]
@@ -283,6 +290,13 @@ class TxnParams(HatpParams):
     txn_id: str
 
 
+class TxnListParams(HatpParams):
+    """``GET /coordinator/txns``: the newest transactions, in ``state`` if given."""
+
+    state: TxnState | None = Field(default=None, strict=False)  # the query's text
+    limit: StrictInt = Field(default=50, ge=1, le=MAX_LIST_LIMIT)
+
+
 class AcquireParams(HatpParams):
     """``lock/acquire``: take the log's lease on a transaction for ``seconds``."""
 
@@ -310,6 +324,22 @@ class TxnStateAnswer(WireModel):
 
     txn_id: str
     state: TxnState
+
+
+class TxnSummary(WireModel):
+    """One transaction of a list: where it stands, whose plan it runs, since when."""
+
+    txn_id: str
+    state: TxnState
+    initiator: str | None
+    created_at: str
+    updated_at: str
+
+
+class TxnListAnswer(WireModel):
+    """``GET /coordinator/txns``: the transactions, newest first."""
+
+    transactions: list[TxnSummary]
 
 
 class RecordAnswer(WireModel):

@@ -20,6 +20,10 @@ COMMANDS = [
     ["api-token"],
     ["keys", "new"],
     ["keys", "public"],
+    ["txn", "submit"],
+    ["txn", "status"],
+    ["txn", "record"],
+    ["txn", "list"],
     [],
 ]
 

@@ -53,7 +53,15 @@ def test_hatp_verify_loads_only_the_evidence_layer(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     "argv",
-    [["--version"], ["verify", "--help"], ["serve", "--help"], ["demo", "--help"]],
+    [
+        ["--version"],
+        ["verify", "--help"],
+        ["serve", "--help"],
+        ["demo", "--help"],
+        ["init", "--help"],
+        ["cards", "build", "--help"],
+        ["txn", "list", "--help"],
+    ],
     ids=" ".join,
 )
 def test_version_and_help_load_no_role_and_no_server(argv: list[str]) -> None:

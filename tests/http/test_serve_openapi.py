@@ -148,6 +148,8 @@ def test_real_answers_fit_the_schemas_the_document_declares(serve: Any) -> None:
         for task in served.app.state.hatp_coordinator.running():
             await task
         await check("/coordinator/txns/{txnId}", "GET", "/coordinator/txns/trip-openapi")
+        await check("/coordinator/txns", "GET", "/coordinator/txns?state=committed&limit=5")
+        await check("/coordinator/txns", "GET", "/coordinator/txns?limit=0")
         await check(
             "/coordinator/txns/{txnId}/record", "GET", "/coordinator/txns/trip-openapi/record"
         )

@@ -319,3 +319,28 @@ def test_each_store_keeps_its_own_log(store: Store, log: DecisionLog, new_txn: N
     """The store_url fixture gives every test an empty database."""
     assert log.open_transactions() == []
     assert store.dialect in ("sqlite", "postgresql")
+
+
+def test_list_by_initiator_names_only_plans_whose_own_initiator_it_is(
+    log: DecisionLog, new_txn: NewTxn
+) -> None:
+    """Only the plan's top-level initiator counts: the same text nested in another plan
+    (a step's argument) does not make that plan the agent's, however many such come
+    first; a name with LIKE's wildcards matches only itself."""
+    bot, other = "agent://acme.com/bot_1", "agent://acme.com/other"
+    base = new_txn("x").start
+    plans = {
+        "t-own-1": {"initiator": bot},
+        "t-other": {"initiator": other},
+        "t-wild": {"initiator": "agent://acme.com/botX1"},
+        **{f"t-nested-{i}": {"initiator": other, "args": {"initiator": bot}} for i in range(3)},
+        "t-own-2": {"initiator": bot},
+    }
+    for minute, (txn_id, members) in enumerate(plans.items()):
+        plan = {"hatpVersion": "0.1", "planId": txn_id, **members}
+        log.create(txn_id, plan, digest(plan), "coord-a", base + timedelta(minutes=minute), 30, [])
+    assert [r.txn_id for r in log.list(initiator=bot)] == ["t-own-2", "t-own-1"]
+    assert [r.txn_id for r in log.list(initiator=bot, limit=1)] == ["t-own-2"]
+    assert [r.txn_id for r in log.list(initiator=bot, limit=2)] == ["t-own-2", "t-own-1"]
+    assert [r.txn_id for r in log.list(initiator=other, limit=2)] == ["t-nested-2", "t-nested-1"]
+    assert log.list(initiator="agent://nobody") == []

@@ -1,8 +1,10 @@
-"""The ``hatp`` command line: ``demo``, ``verify``, ``serve``, ``recover``, ``keys`` and ``db``."""
+"""The ``hatp`` command line: ``demo``, ``verify``, ``serve``, ``recover``, ``keys``, ``db``,
+``init``, ``cards`` and ``txn``."""
 
-from hatp.cli import _db, _demo, _keys, _recover, _serve, _verify
+from hatp.cli import _cards, _db, _demo, _init, _keys, _recover, _serve, _txn, _verify
 from hatp.cli._app import app, main
 
 __all__ = ["app", "main"]
 
-del _db, _demo, _keys, _recover, _serve, _verify  # imported so that their commands register
+# imported so that their commands register
+del _cards, _db, _demo, _init, _keys, _recover, _serve, _txn, _verify

@@ -13,7 +13,9 @@ own Prometheus metrics at ``/metrics`` (:class:`ServeMetrics`).
 A system of record's own API takes mutations only under a lease
 (:class:`LeaseGuard`, a pure ASGI middleware) and serves its lease
 endpoints (:func:`lease_routes`: grant, read, recover, restore by hand);
-an agent talks to both with :class:`LeaseClient`. The PTCL headers carry
+an agent talks to both with :class:`LeaseClient`. A caller of the
+coordinator's API begins, follows and lists transactions with
+:class:`CoordinatorClient` (``hatp txn``). The PTCL headers carry
 the signed documents as base64url of their canonical JSON
 (:func:`encode_header`, :func:`decode_header`). Every hatp error travels
 as its wire form with the status :data:`HTTP_STATUS` gives it
@@ -36,6 +38,7 @@ from hatp.http._config import (
     parse_config,
     parse_only,
 )
+from hatp.http._coordinator_client import CoordinatorClient
 from hatp.http._errors import (
     DEFAULT_STATUS,
     HTTP_STATUS,
@@ -84,6 +87,7 @@ __all__ = [
     "SESSION_COOKIE",
     "ApiCallers",
     "Authenticate",
+    "CoordinatorClient",
     "CoordinatorSettings",
     "DirectorySettings",
     "GatewaySettings",

@@ -102,6 +102,8 @@ class Operation:
     location: Callable[[Mapping[str, Any]], str] | None = None
     #: Whether ``name`` is an MCP method of the binding (else the route's own name).
     mcp: bool = True
+    #: When not ``mcp``: what OpenAPI says instead (default: the cards are resources).
+    mcp_note: str | None = None
     #: The agent a request speaks for, from its params: an agent's token must be that
     #: agent's ([API-CALLER]).
     names_agent: NamesAgent | None = None

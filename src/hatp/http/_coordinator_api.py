@@ -1,4 +1,5 @@
-"""The coordinator's JSON API: begin a transaction, follow it, read its record, hold it still.
+"""The coordinator's JSON API: begin a transaction, follow it, read its record, hold it still,
+list the newest.
 
 The MCP binding's coordinator methods as routes (``txn/begin``, ``txn/state``,
 ``txn/record``, ``lock/acquire``, ``lock/renew``, ``lock/release``). A begun
@@ -13,10 +14,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 from urllib.parse import quote
 
+from hatp import _checks
 from hatp._edge_params import (
     AcquireParams,
     BeginParams,
@@ -24,9 +27,12 @@ from hatp._edge_params import (
     RecordAnswer,
     ReleaseParams,
     RenewParams,
+    TxnListAnswer,
+    TxnListParams,
     TxnParams,
     TxnStateAnswer,
 )
+from hatp.clock import format_time
 from hatp.coordinator import Coordinator, Outcome
 from hatp.http._api import Operation
 from hatp.http._callers import Owner, member
@@ -63,6 +69,20 @@ class CoordinatorApi:
                 status=201,
                 names_agent=lambda p: member(p, "plan", "initiator"),
                 location=lambda answer: f"{txns}/{quote(str(answer['txnId']), safe='')}",
+            ),
+            Operation(
+                "GET",
+                txns,
+                "txn/list",
+                "The newest transactions, in a state if given (an agent's token: its own)",
+                TxnListParams,
+                self._list,
+                TxnListAnswer,
+                ("STORE_UNAVAILABLE",),
+                query=("state", "limit"),
+                mcp=False,
+                mcp_note="HTTP only: no MCP method carries it (docs/spec.md §25 [API-OWNER])",
+                takes_caller=True,
             ),
             Operation(
                 "GET",
@@ -156,6 +176,29 @@ class CoordinatorApi:
         loop within the store's bound ([STORE-OFF-LOOP])."""
         return await self._coordinator.log.store.call(fn, *args)
 
+    async def _list(self, params: TxnListParams, *, by: str | None) -> Mapping[str, Any]:
+        """The newest transactions; an agent's token sees only those whose plan names it
+        as the initiator. [API-OWNER]"""
+        own = by if by is not None and by.startswith("agent://") else None
+        if own is not None and not _checks.is_on("API-OWNER"):
+            own = None
+        log = self._coordinator.log
+        rows = await self._log(
+            functools.partial(log.list, limit=params.limit, state=params.state, initiator=own)
+        )
+        return {
+            "transactions": [
+                {
+                    "txnId": row.txn_id,
+                    "state": row.state.value,
+                    "initiator": _initiator(row.plan),
+                    "createdAt": format_time(row.created_at),
+                    "updatedAt": format_time(row.updated_at),
+                }
+                for row in rows
+            ]
+        }
+
     async def _state(self, params: TxnParams) -> Mapping[str, Any]:
         state = await self._log(self._coordinator.state, params.txn_id)
         return {"txnId": params.txn_id, "state": state.value}
@@ -177,3 +220,8 @@ class CoordinatorApi:
         log = self._coordinator.log
         await self._log(log.release, params.txn_id, params.owner, params.fence)
         return {"txnId": params.txn_id, "fence": params.fence}
+
+
+def _initiator(plan: Mapping[str, Any]) -> str | None:
+    agent = plan.get("initiator")
+    return agent if isinstance(agent, str) else None

@@ -167,7 +167,8 @@ def _operation(op: Operation, schemas: dict[str, Any], bearer: bool) -> dict[str
     description = (
         f"Carries the MCP method `dev.hatp/{op.name}` (docs/spec.md §21)"
         if op.mcp
-        else "Over MCP the cards are the server's resources (docs/spec.md §21 [MCP-CARDS])"
+        else op.mcp_note
+        or "Over MCP the cards are the server's resources (docs/spec.md §21 [MCP-CARDS])"
     )
     if op.fixed:
         fixed = ", ".join(f"{k} = {v!r}" for k, v in op.fixed.items())

@@ -351,20 +351,45 @@ class DecisionLog:
         with self._store.transaction() as conn:
             return builtins.list(conn.execute(stmt).scalars().all())
 
-    def list(self, *, limit: int = 50, state: TxnState | None = None) -> builtins.list[TxnRow]:
-        """Return up to ``limit`` transactions, newest first, in ``state`` if given.
+    def list(
+        self, *, limit: int = 50, state: TxnState | None = None, initiator: str | None = None
+    ) -> builtins.list[TxnRow]:
+        """Return up to ``limit`` transactions, newest first, in ``state`` and with a plan
+        whose ``initiator`` is ``initiator``, each if given.
 
         Raises:
             ValueError: ``limit`` is below 1.
+            StoreUnavailable: the database failed.
         """
         if limit < 1:
             raise ValueError(f"limit is at least 1, not {limit}")
         stmt = sa.select(txn).order_by(txn.c.created_at.desc(), txn.c.txn_id.desc()).limit(limit)
         if state is not None:
             stmt = stmt.where(txn.c.state == state.value)
+        if initiator is not None:
+            # The plan is kept as canonical JSON: its initiator member reads exactly so.
+            # The same text nested deeper is told apart below, page by page.
+            named = f'"initiator":{dump_json(initiator)}'
+            stmt = stmt.where(txn.c.plan.contains(named, autoescape=True))
+        found: builtins.list[TxnRow] = []
+        page = stmt
         with self._store.transaction() as conn:
-            rows = conn.execute(stmt).all()
-        return [TxnRow._from_row(row) for row in rows]
+            while True:
+                rows = conn.execute(page).all()
+                found += [
+                    row
+                    for row in map(TxnRow._from_row, rows)
+                    if initiator is None or row.plan.get("initiator") == initiator
+                ]
+                if len(rows) < limit or len(found) >= limit:
+                    return found[:limit]
+                last = rows[-1]
+                page = stmt.where(
+                    sa.or_(
+                        txn.c.created_at < last.created_at,
+                        sa.and_(txn.c.created_at == last.created_at, txn.c.txn_id < last.txn_id),
+                    )
+                )
 
 
 # Statements are built once and executed with parameters, so SQLAlchemy's
