@@ -28,6 +28,18 @@ cards_app = typer.Typer(
 app.add_typer(cards_app, name="cards")
 
 _CONFIG_HELP = "hatp serve's settings file: its [directory] and server.keyring."
+# The options list and show take alike: where the cards are, and what verifies them.
+_Config = Annotated[
+    Path | None, typer.Option("--config", "-c", help=_CONFIG_HELP, show_default=False)
+]
+_Cards = Annotated[
+    Path | None,
+    typer.Option("--cards", help="A directory file (with --keys).", show_default=False),
+]
+_Keys = Annotated[
+    Path | None,
+    typer.Option("--keys", help="The keyring its cards verify with.", show_default=False),
+]
 
 
 @dataclass(frozen=True)
@@ -133,17 +145,9 @@ def _build_settings(
 @cards_app.command("list", cls=HatpCommand)
 @reports_errors
 def list_cards(
-    config: Annotated[
-        Path | None, typer.Option("--config", "-c", help=_CONFIG_HELP, show_default=False)
-    ] = None,
-    cards: Annotated[
-        Path | None,
-        typer.Option("--cards", help="A directory file (with --keys).", show_default=False),
-    ] = None,
-    keys: Annotated[
-        Path | None,
-        typer.Option("--keys", help="The keyring its cards verify with.", show_default=False),
-    ] = None,
+    config: _Config = None,
+    cards: _Cards = None,
+    keys: _Keys = None,
 ) -> None:
     """Print one line per card, each verified: id, name, roles, limits, channels,
     delegates, whether a passkey is registered, status (tab-separated)."""
@@ -155,17 +159,9 @@ def list_cards(
 @reports_errors
 def show(
     human: Annotated[str, typer.Argument(help="The person's address, e.g. human://acme/bob.")],
-    config: Annotated[
-        Path | None, typer.Option("--config", "-c", help=_CONFIG_HELP, show_default=False)
-    ] = None,
-    cards: Annotated[
-        Path | None,
-        typer.Option("--cards", help="A directory file (with --keys).", show_default=False),
-    ] = None,
-    keys: Annotated[
-        Path | None,
-        typer.Option("--keys", help="The keyring its cards verify with.", show_default=False),
-    ] = None,
+    config: _Config = None,
+    cards: _Cards = None,
+    keys: _Keys = None,
 ) -> None:
     """Print one card as the directory signed it (JSON), after verifying it.
 

@@ -11,15 +11,14 @@ from __future__ import annotations
 import builtins
 import logging
 from collections.abc import Mapping
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 from urllib.parse import quote
 
 import httpx2
 
 from hatp.errors import HatpError, PeerIncompatible, PeerUnavailable
 from hatp.evidence import parse_json
-from hatp.http._lease_client import _refusal
+from hatp.http._client import HttpClientBase, refusal
 from hatp.model import TxnState
 
 __all__ = ["CoordinatorClient"]
@@ -30,7 +29,7 @@ _log = logging.getLogger(__name__)
 DEFAULT_TIMEOUT = 30.0
 
 
-class CoordinatorClient:
+class CoordinatorClient(HttpClientBase):
     """The coordinator's JSON API of the ``hatp serve`` at ``base_url``.
 
     ``token`` is a caller's bearer token (``[api] callers``; ``hatp api-token``
@@ -57,27 +56,8 @@ class CoordinatorClient:
         prefix: str = "/coordinator",
         timeout: float = DEFAULT_TIMEOUT,
     ) -> None:
-        self.base_url = base_url.rstrip("/")
-        self.prefix = prefix.rstrip("/")
+        super().__init__(base_url, prefix, client, timeout)
         self._headers = {} if token is None else {"Authorization": f"Bearer {token}"}
-        self._owned = client is None
-        self._client = client if client is not None else httpx2.AsyncClient(timeout=timeout)
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
-
-    async def aclose(self) -> None:
-        """Close the HTTP client if this object made it."""
-        if self._owned:
-            await self._client.aclose()
 
     async def begin(self, plan: Mapping[str, Any]) -> dict[str, Any]:
         """Begin a transaction for ``plan`` (its wire form); it runs at the server.
@@ -151,7 +131,7 @@ class CoordinatorClient:
                 server=self.base_url,
             ) from exc
         if not response.is_success:
-            error = _refusal(response, method, url)
+            error = refusal(response, method, url)
             _log.info("%s %s refused: %s", method, url, error.code)
             raise error
         try:

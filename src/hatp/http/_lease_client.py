@@ -11,20 +11,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 from urllib.parse import quote
 
 import httpx2
 
 from hatp.errors import (
     EvidenceInvalid,
-    HatpError,
-    PeerIncompatible,
     PeerUnavailable,
-    error_from_dict,
 )
-from hatp.evidence import Keyring, parse_json
+from hatp.evidence import Keyring
+from hatp.http._client import HttpClientBase, refusal
 from hatp.http._lease_evidence import (
     checked_case,
     checked_commit,
@@ -47,7 +44,7 @@ class LeasedResponse:
     commit: LeaseCommit
 
 
-class LeaseClient:
+class LeaseClient(HttpClientBase):
     """Leases and leased mutations of one system of record at ``base_url``.
 
     ``keyring`` must trust the system of record's keys: every lease and
@@ -72,27 +69,8 @@ class LeaseClient:
         client: httpx2.AsyncClient | None = None,
         prefix: str = "/leases",
     ) -> None:
-        self.base_url = base_url.rstrip("/")
+        super().__init__(base_url, prefix, client)
         self.keyring = keyring
-        self.prefix = prefix.rstrip("/")
-        self._owned = client is None
-        self._client = client if client is not None else httpx2.AsyncClient()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
-
-    async def aclose(self) -> None:
-        """Close the HTTP client if this object made it."""
-        if self._owned:
-            await self._client.aclose()
 
     async def grant(
         self,
@@ -248,35 +226,4 @@ class LeaseClient:
             ) from exc
         if response.is_success:
             return response
-        raise _refusal(response, method, url)
-
-
-def _refusal(response: httpx2.Response, method: str, url: str) -> HatpError:
-    """The typed error an error answer carries (or says by its silence)."""
-    try:
-        body = parse_json(response.content)
-    except HatpError:
-        body = None
-    if (
-        isinstance(body, dict)
-        and isinstance(body.get("code"), str)
-        and isinstance(body.get("message"), str)
-        and isinstance(body.get("data") or {}, dict)
-    ):
-        try:
-            return error_from_dict(body)
-        except TypeError:  # data members that clash with the error's own arguments
-            pass
-    status = response.status_code
-    if status >= 500:
-        return PeerUnavailable(
-            f"{method} {url} failed with HTTP {status} and no hatp error; it may have "
-            "taken effect: asking again is safe",
-            status=status,
-        )
-    return PeerIncompatible(
-        f"{method} {url} answered HTTP {status} without a hatp error: it does not serve "
-        "this hatp endpoint",
-        reason="METHOD",
-        status=status,
-    )
+        raise refusal(response, method, url)
