@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
@@ -95,24 +96,19 @@ def test_a_url_that_is_no_database_is_refused_exit_2(tmp_path: Path) -> None:
     assert "STORE_UNAVAILABLE" in result.stderr
 
 
+def _serve_demo(tmp_path: Path, db: Path) -> Any:
+    """`hatp serve --demo` on ``db``: what it says when it will not start."""
+    folder = str(tmp_path / "demo")
+    args = ["serve", "--demo", "--demo-folder", folder, "--db", str(db), "--port", "0"]
+    return runner.invoke(app, args)
+
+
 def test_serve_refuses_a_database_newer_than_this_hatp_exit_2(tmp_path: Path) -> None:
     """[SERVE-SCHEMA] `hatp serve` does not start on a database of a newer hatp."""
     db = tmp_path / "hatp.db"
     open_store(db).close()
     _set_revision(db, "9999")
-    result = runner.invoke(
-        app,
-        [
-            "serve",
-            "--demo",
-            "--demo-folder",
-            str(tmp_path / "demo"),
-            "--db",
-            str(db),
-            "--port",
-            "0",
-        ],
-    )
+    result = _serve_demo(tmp_path, db)
     assert result.exit_code == 2, result.output
     assert "SCHEMA_MISMATCH" in result.stderr
     assert "this hatp is older than the database: upgrade hatp" in result.stderr
@@ -128,19 +124,7 @@ def test_serve_refuses_a_database_behind_naming_the_command_exit_2(tmp_path: Pat
         conn.exec_driver_sql("DROP TABLE hatp_web_invite")
     engine.dispose()
     _set_revision(db, None)
-    result = runner.invoke(
-        app,
-        [
-            "serve",
-            "--demo",
-            "--demo-folder",
-            str(tmp_path / "demo"),
-            "--db",
-            str(db),
-            "--port",
-            "0",
-        ],
-    )
+    result = _serve_demo(tmp_path, db)
     assert result.exit_code == 2, result.output
     assert "SCHEMA_MISMATCH" in result.stderr
     assert f"run: hatp db upgrade --db sqlite:///{db}" in result.stderr

@@ -36,11 +36,13 @@ def test_keys_new_into_a_missing_folder_says_so(tmp_path: Path) -> None:
 
 def test_keys_new_onto_a_folder_names_the_file_to_write(tmp_path: Path) -> None:
     _refused(["keys", "new", "--kid", "k", "--out", str(tmp_path)], "is a folder")
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_keys_new_under_something_that_is_not_a_folder_says_so(tmp_path: Path) -> None:
     (tmp_path / "file").write_text("x")
     _refused(["keys", "new", "--kid", "k", "--out", str(tmp_path / "file" / "k.jwk")], "--out")
+    assert (tmp_path / "file").read_text() == "x"
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root may write anywhere")
@@ -50,6 +52,7 @@ def test_keys_new_into_a_read_only_folder_says_permission_denied(tmp_path: Path)
         _refused(["keys", "new", "--kid", "k", "--out", str(tmp_path / "k.jwk")], "permission")
     finally:
         tmp_path.chmod(0o700)
+    assert not (tmp_path / "k.jwk").exists()
 
 
 def test_demo_out_that_is_a_file_is_refused(tmp_path: Path) -> None:
@@ -61,6 +64,7 @@ def test_demo_out_that_is_a_file_is_refused(tmp_path: Path) -> None:
 @pytest.mark.parametrize("out", ["/proc/x", "/proc/self/x/y"])
 def test_demo_out_that_cannot_be_made_is_refused(out: str) -> None:
     _refused(["demo", "--auto", "--out", out], "CONFIG_INVALID", "cannot make folder")
+    assert not Path(out).exists()
 
 
 @pytest.mark.parametrize("walk", [[], ["--gated"], ["--writes"], ["--lease"], ["--mcp"]])
@@ -75,10 +79,12 @@ def test_demo_out_with_files_in_it_is_refused_before_any_work(
 def test_serve_demo_folder_that_is_a_file_is_refused(tmp_path: Path) -> None:
     (tmp_path / "f").write_text("x")
     _refused(["serve", "--demo", "--demo-folder", str(tmp_path / "f")], "--demo-folder")
+    assert (tmp_path / "f").read_text() == "x"
 
 
 def test_serve_demo_folder_that_cannot_be_made_is_refused() -> None:
     _refused(["serve", "--demo", "--demo-folder", "/proc/x"], "cannot make folder /proc/x")
+    assert not Path("/proc/x").exists()
 
 
 @pytest.fixture

@@ -1,7 +1,7 @@
 """Only a definite answer settles a branch [COORD-SETTLE], and a transient failure at
 prepare is asked again before it counts as a no [COORD-PREPARE-RETRY].
 
-The participants are the trip world's real ones; :class:`~coordinator.trips.Down`
+The participants are the trip world's real ones; :func:`~coordinator.trips.down`
 refuses a method ``STORE_UNAVAILABLE`` a number of times first, as a participant
 whose database is down does. The records are checked offline ([TXN-SETTLED]).
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 
-from coordinator.trips import ALL_NONE, ALL_WHOLE, REJECT, Down, Trip, events, failed_findings
+from coordinator.trips import ALL_NONE, ALL_WHOLE, REJECT, Trip, down, events, failed_findings
 from hatp._checks import unsafe_switched_off
 from hatp.demo import AIRLINE, HOTEL, PAYMENTS
 from hatp.errors import OutcomeConflict
@@ -23,10 +23,10 @@ def test_an_abort_refused_store_unavailable_leaves_the_txn_open_until_released_C
 ) -> None:
     """[COORD-SETTLE] The seat's abort keeps failing: the transaction stays aborting, the
     seat held; recovery with the airline's store back releases it and ends aborted."""
-    down = Down(trip.links[AIRLINE], "abort", times=1000)
-    outcome = trip.run(answer=REJECT, links={AIRLINE: down}, max_attempts=3)
+    store_down = down(trip, AIRLINE, "abort", times=1000)
+    outcome = trip.run(answer=REJECT, links={AIRLINE: store_down}, max_attempts=3)
     assert outcome.state is TxnState.ABORTING
-    assert down.refused == 3
+    assert store_down.failed["abort"] == 3
     assert trip.log.get(outcome.txn_id).state is TxnState.ABORTING
     assert trip.world.effects(outcome.txn_id)[AIRLINE] != "none"  # the seat is still held
     assert trip.log.claimable(trip.clock.now()) == [outcome.txn_id]  # released to recovery
@@ -39,10 +39,10 @@ def test_an_abort_refused_store_unavailable_leaves_the_txn_open_until_released_C
 
 def test_a_transient_abort_failure_is_retried_within_the_run_COORD_SETTLE(trip: Trip) -> None:
     """[COORD-SETTLE] Two refusals, then the store answers: one run ends aborted, clean."""
-    down = Down(trip.links[HOTEL], "abort", times=2)
-    outcome = trip.run(answer=REJECT, links={HOTEL: down})
+    store_down = down(trip, HOTEL, "abort", times=2)
+    outcome = trip.run(answer=REJECT, links={HOTEL: store_down})
     assert outcome.state is TxnState.ABORTED
-    assert down.refused == 2
+    assert store_down.failed["abort"] == 2
     assert trip.world.effects(outcome.txn_id) == ALL_NONE
     assert failed_findings(outcome, trip.world) == []
 
@@ -52,9 +52,9 @@ def test_without_the_settle_check_a_hold_outlives_an_aborted_record_COORD_SETTLE
 ) -> None:
     """[COORD-SETTLE] [TXN-SETTLED] What the check prevents: the refusal read as settled,
     the transaction called aborted with the seat still held; offline, the record fails."""
-    down = Down(trip.links[AIRLINE], "abort", times=1000)
+    store_down = down(trip, AIRLINE, "abort", times=1000)
     with unsafe_switched_off("COORD-SETTLE"):
-        outcome = trip.run(answer=REJECT, links={AIRLINE: down}, max_attempts=3)
+        outcome = trip.run(answer=REJECT, links={AIRLINE: store_down}, max_attempts=3)
     assert outcome.state is TxnState.ABORTED
     assert trip.world.effects(outcome.txn_id)[AIRLINE] != "none"
     failed = failed_findings(outcome, trip.world)
@@ -95,20 +95,20 @@ def test_a_prepare_refused_store_unavailable_is_asked_again_COORD_PREPARE_RETRY(
 ) -> None:
     """[COORD-PREPARE-RETRY] The hotel's first prepare meets a stale connection: asked
     again, it votes yes and the trip commits."""
-    down = Down(trip.links[HOTEL], "prepare", times=1)
-    outcome = trip.run(links={HOTEL: down})
+    store_down = down(trip, HOTEL, "prepare", times=1)
+    outcome = trip.run(links={HOTEL: store_down})
     assert outcome.state is TxnState.COMMITTED
-    assert down.refused == 1
+    assert store_down.failed["prepare"] == 1
     assert trip.world.effects(outcome.txn_id) == ALL_WHOLE
     assert failed_findings(outcome, trip.world) == []
 
 
 def test_a_prepare_that_stays_unavailable_is_a_no_vote_COORD_PREPARE_RETRY(trip: Trip) -> None:
     """[COORD-PREPARE-RETRY] Retries are bounded: still down after them, it is a no."""
-    down = Down(trip.links[HOTEL], "prepare", times=1000)
-    outcome = trip.run(links={HOTEL: down})
+    store_down = down(trip, HOTEL, "prepare", times=1000)
+    outcome = trip.run(links={HOTEL: store_down})
     assert outcome.state is TxnState.ABORTED
-    assert down.refused == 3
+    assert store_down.failed["prepare"] == 3
     assert "STORE_UNAVAILABLE" in outcome.reason
     assert trip.world.effects(outcome.txn_id) == ALL_NONE
 
@@ -117,8 +117,8 @@ def test_without_the_retry_one_stale_connection_aborts_the_trip_COORD_PREPARE_RE
     trip: Trip,
 ) -> None:
     """[COORD-PREPARE-RETRY] What the check prevents: one transient failure is a no."""
-    down = Down(trip.links[HOTEL], "prepare", times=1)
+    store_down = down(trip, HOTEL, "prepare", times=1)
     with unsafe_switched_off("COORD-PREPARE-RETRY"):
-        outcome = trip.run(links={HOTEL: down})
+        outcome = trip.run(links={HOTEL: store_down})
     assert outcome.state is TxnState.ABORTED
     assert trip.world.effects(outcome.txn_id) == ALL_NONE

@@ -21,7 +21,6 @@ from coordinator.test_modes import quote_changed
 from coordinator.trips import (
     APPROVER,
     REJECT,
-    Down,
     Forge,
     ForgeApproval,
     ForgeEstimate,
@@ -30,6 +29,7 @@ from coordinator.trips import (
     ScriptedAnswer,
     Trip,
     approve_after,
+    down,
     failed_findings,
 )
 from hatp._checks import unsafe_switched_off
@@ -114,13 +114,13 @@ def _lapsed_before_final(trip: Trip) -> Outcome:
 
 def _abort_store_down(trip: Trip) -> Outcome:
     """The seat's participant cannot reach its store at abort, for longer than the retries."""
-    down = Down(trip.links[AIRLINE], "abort", times=1000)
-    return trip.run(answer=REJECT, links={AIRLINE: down}, max_attempts=3)
+    store_down = down(trip, AIRLINE, "abort", times=1000)
+    return trip.run(answer=REJECT, links={AIRLINE: store_down}, max_attempts=3)
 
 
 def _prepare_store_blip(trip: Trip) -> Outcome:
     """The hotel's first prepare meets a stale database connection."""
-    return trip.run(links={HOTEL: Down(trip.links[HOTEL], "prepare", times=1)})
+    return trip.run(links={HOTEL: down(trip, HOTEL, "prepare", times=1)})
 
 
 def _forged_estimate(trip: Trip) -> Outcome:

@@ -24,7 +24,8 @@ from typing import Any, TypeVar
 from hatp.clock import ManualClock
 from hatp.coordinator import ApprovalRequest, Coordinator, Gateway, Outcome
 from hatp.demo import PARTICIPANT_IDS, TripWorld, trip_plan
-from hatp.errors import ParticipantUnavailable, StoreUnavailable
+from hatp.demo._faulty import Fault, FaultyParticipant
+from hatp.errors import ParticipantUnavailable
 from hatp.evidence import SigningKey, sign, verify_record
 from hatp.gateway import Notice, Responder, sign_vote
 from hatp.model import ApprovalDecision, Plan, Result
@@ -135,25 +136,12 @@ class NoRenew(Relay):
         return await call()
 
 
-class Down(Relay):
-    """A participant whose own store is down for its first ``times`` calls of ``method``:
-    each is refused ``STORE_UNAVAILABLE`` before anything is done (as the real
-    participant refuses when its database does not answer); later calls go through."""
-
-    def __init__(self, inner: Participant, method: str, times: int) -> None:
-        super().__init__(inner)
-        self._method = method
-        self.left = times
-        self.refused = 0
-
-    async def relay(self, method: str, call: Callable[[], Awaitable[T]]) -> T:
-        if method == self._method and self.left > 0:
-            self.left -= 1
-            self.refused += 1
-            raise StoreUnavailable(
-                f"{self.participant_id}'s database did not answer; nothing was recorded"
-            )
-        return await call()
+def down(trip: Trip, participant: str, method: str, times: int) -> FaultyParticipant:
+    """The participant, its own store down for its first ``times`` calls of ``method``:
+    each refused ``STORE_UNAVAILABLE`` before anything is done (``store-unavailable`` of
+    :mod:`hatp.demo._faulty`); later calls go through. ``failed[method]`` counts them."""
+    fault = Fault(participant, method, "store-unavailable", times)
+    return FaultyParticipant(trip.links[participant], trip.world.stores[participant], [fault])
 
 
 class Late(Relay):

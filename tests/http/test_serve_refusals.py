@@ -184,7 +184,8 @@ def test_a_lease_body_too_large_is_typed(tickets: Any) -> None:
             "/leases", content=huge, headers={"Content-Type": "application/json"}
         )
 
-    _typed(tickets.run(run), 413, "BODY_TOO_LARGE")
+    body = _typed(tickets.run(run), 413, "BODY_TOO_LARGE")
+    assert 0 < body["data"]["limit"] < 2 << 20
 
 
 def test_a_nul_in_a_path_id_or_a_body_string_is_bad_input_not_an_outage_EDGE_NUL(
