@@ -253,6 +253,13 @@ class Tally:
     violations: list[str] = field(default_factory=list)
 
 
+def _signal(pid: int, sig: signal.Signals) -> None:
+    """Send ``sig`` to the child; one that has ended (and been reaped) meanwhile, after its
+    last check or by a SIGKILL just sent, has nothing left to stop or wake."""
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, sig)
+
+
 class Soak:
     """Runs and judges the runs on one database (``log_url``: None for a SQLite file per run)."""
 
@@ -304,16 +311,16 @@ class Soak:
         if run.kill == "kill":
             child.kill()
             return _joined(child, "coordinator")
-        os.kill(pid, signal.SIGSTOP)
+        _signal(pid, signal.SIGSTOP)
         if run.kill == "stop-race":  # a new owner takes over while the old one is frozen
             racer = self._start(recovery_child, folder, log_url, run.txn_ids)
             racer.join(RACE_SECONDS)
-            os.kill(pid, signal.SIGCONT)
+            _signal(pid, signal.SIGCONT)
             return _joined(racer, "racing recovery") + _joined(child, "thawed coordinator")
         time.sleep(run.pause)  # frozen: a long GC pause, a suspended VM
         if run.kill == "stop-kill":
             child.kill()
-        os.kill(pid, signal.SIGCONT)
+        _signal(pid, signal.SIGCONT)
         return _joined(child, "coordinator")
 
     def _judge(self, run: Run, folder: Path, log_url: str) -> list[str]:
