@@ -12,7 +12,8 @@ serves the gateway (and acme's directory) with :func:`hatp.mcp.serve_gateway`.
 from __future__ import annotations
 
 import secrets
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -27,8 +28,8 @@ from hatp.demo.trip import FINANCE_ADDRESS, GATEWAY, PAYMENTS, TRAVELLER
 from hatp.evidence import Keyring
 from hatp.gate import ApprovalGate, GatedTool, Requester
 from hatp.gateway import HumanGateway
-from hatp.mcp import gate_tools, serve_gateway
-from hatp.store import UsedApprovals
+from hatp.mcp import CallAsker, gate_tools, listed_definition, serve_gateway
+from hatp.store import GateAsks, UsedApprovals
 from hatp.version import PROTOCOL_VERSION
 
 __all__ = [
@@ -41,6 +42,7 @@ __all__ = [
     "REQUESTER",
     "TRAVELLER",
     "Payments",
+    "acme_gateway",
     "call_request",
     "gateway_server",
     "payments_server",
@@ -58,9 +60,19 @@ def issued_by(keyring: Keyring, issuer: str) -> Keyring:
 
 
 class Payments:
-    """The payments MCP server, its gate, and what its gated tools ran."""
+    """The payments MCP server, its gate, and what its gated tools ran.
 
-    def __init__(self, world: TripWorld, *, requester: Requester = REQUESTER) -> None:
+    With ``gateway`` the server asks it itself for a stock client's call
+    (its asks kept in the payments store, :attr:`asks`).
+    """
+
+    def __init__(
+        self,
+        world: TripWorld,
+        *,
+        requester: Requester = REQUESTER,
+        gateway: CallAsker | None = None,
+    ) -> None:
         self.ran: list[dict[str, Any]] = []
         self.used = UsedApprovals(world.stores[PAYMENTS])
         self.gate = ApprovalGate(
@@ -99,7 +111,20 @@ class Payments:
             """What is left on a card; anyone may ask."""
             return f"{card}: 5000.00 USD"
 
-        gate_tools(self.server, self.gate, requester=lambda _ctx: requester)
+        self.asks = GateAsks(world.stores[PAYMENTS])
+        gate_tools(
+            self.server,
+            self.gate,
+            requester=lambda _ctx: requester,
+            gateway=gateway,
+            asks=None if gateway is None else self.asks,
+            approver_page="http://localhost:4321/approve" if gateway is not None else None,
+        )
+
+    async def listed(self, tool: str) -> dict[str, Any]:
+        """``tool``'s definition as this server lists it: what an approval binds."""
+        listing = await self.server.list_tools()
+        return next(listed_definition(t) for t in listing if t.name == tool)
 
 
 def payments_server(world: TripWorld, **options: Any) -> Payments:
@@ -133,8 +158,10 @@ def call_request(
     args: Mapping[str, Any] = ARGS,
     decide_seconds: float = 900,
     requester: Requester = REQUESTER,
+    definition: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The CallRequest an agent sends the gateway for exactly the call ``gate`` asked for."""
+    """The CallRequest an agent sends the gateway for exactly the call ``gate`` asked for,
+    binding ``definition`` (by default the declared one of ``charge_card``)."""
     needed = gate.requirement(tool, args)
     if needed is None:
         raise ValueError(f"{tool} is not gated")
@@ -145,7 +172,9 @@ def call_request(
         "requester": requester.agent,
         "onBehalfOf": requester.on_behalf_of,
         "call": {"server": needed.server, "tool": needed.tool, "arguments": dict(args)},
-        "toolDefinition": CHARGE_CARD if tool == "charge_card" else None,
+        "toolDefinition": dict(definition)
+        if definition is not None
+        else (CHARGE_CARD if tool == "charge_card" else None),
         "address": needed.address,
         "action": needed.action,
         "amountPointer": needed.amount_pointer,
@@ -155,6 +184,22 @@ def call_request(
         "decideBy": format_time(clock.now() + timedelta(seconds=decide_seconds)),
         "validSeconds": min(600, needed.max_lifetime_seconds),
     }
+
+
+@asynccontextmanager
+async def acme_gateway(
+    world: TripWorld, decision: str = "approve", *, after: float = 0.0
+) -> AsyncIterator[HumanGateway]:
+    """acme's gateway, running, whose people answer as scripted ``after`` seconds after
+    each ask (``approve``, ``reject``, ``decline`` or ``never``)."""
+    people = world.scripted_people(decision, after_seconds=after)
+    gateway = world.gateway(people)
+    gateway.start()
+    try:
+        yield gateway
+    finally:
+        await gateway.stop()
+        await people.close()
 
 
 async def approved(gateway: HumanGateway, request: Mapping[str, Any]) -> dict[str, Any]:

@@ -63,10 +63,24 @@ def test_gate_benchmark_quick_run_prints_its_ratios() -> None:
     assert "postgresql:" in out
 
 
-def test_mcp_benchmark_quick_run_prints_the_overhead_per_branch() -> None:
+def test_mcp_benchmark_quick_run_prints_the_overhead_per_branch_and_per_gated_call() -> None:
+    """The trip over stdio vs in process; the gated vs the ungated tool over streamable
+    HTTP, on one session, in the same run."""
     out = quick_run("mcp.py")
     for text in ("in process: txn", "MCP (stdio): txn", "transport overhead per branch", "ratio"):
         assert text in out, text
+    lines = out.splitlines()
+    for name in ("HTTP: ungated call", "HTTP: gated call", "HTTP: stock retry"):
+        assert any(line.startswith(name) and " p50 " in line for line in lines), name
+    added = re.search(
+        r"^added cost per gated call \(p50, gated - ungated\): (-?\d+\.\d+) ms; "
+        r"ratio gated / ungated (\d+\.\d+)x$",
+        out,
+        re.MULTILINE,
+    )
+    assert added is not None, out
+    assert "claims its single use durably" in out
+    assert re.search(r"^a stock client's call again once approved \(p50\): \d+\.\d+ ms", out, re.M)
 
 
 def test_writes_benchmark_quick_run_prints_the_ratio_to_the_bare_write() -> None:

@@ -18,7 +18,7 @@ PROGRAMS = sorted(EXAMPLES.glob("*.py"))
 
 def test_the_examples_the_readme_names_are_there() -> None:
     assert {p.name for p in PROGRAMS} >= {
-        "gate_one_function.py",
+        "gated_function.py",
         "mcp_participant.py",
         "write_plan.py",
         "lease_guarded_route.py",

@@ -10,6 +10,7 @@ import hatp.demo
 import hatp.directory
 import hatp.errors
 import hatp.evidence
+import hatp.gate
 import hatp.gateway
 import hatp.http
 import hatp.lease
@@ -33,6 +34,7 @@ PACKAGES = [
     hatp.directory,
     hatp.errors,
     hatp.evidence,
+    hatp.gate,
     hatp.gateway,
     hatp.http,
     hatp.lease,

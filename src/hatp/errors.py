@@ -129,7 +129,9 @@ class HatpError(Exception):
     def __init__(self, message: str, **data: Any) -> None:
         super().__init__(message)
         self.message = message
-        self.data: dict[str, Any] = data
+        # Python raises with snake_case keywords; the wire (§9) and every reader
+        # see camelCase members, the same in process and across any edge.
+        self.data: dict[str, Any] = {_camel(key): value for key, value in data.items()}
 
     def to_dict(self) -> dict[str, Any]:
         """Return the wire form ``{"code", "message", "data"}``."""
@@ -508,6 +510,11 @@ def error_from_dict(doc: Mapping[str, Any]) -> HatpError:
     if cls is PlanInvalid:
         return PlanInvalid(str(data.pop("reason", "SHAPE")), message, **data)
     return cls(message, **data)
+
+
+def _camel(key: str) -> str:
+    head, *rest = key.split("_")
+    return head + "".join(part[:1].upper() + part[1:] for part in rest)
 
 
 def _all_subclasses(cls: type[HatpError]) -> list[type[HatpError]]:

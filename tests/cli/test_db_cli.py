@@ -37,19 +37,19 @@ def _set_revision(db: Path, revision: str | None) -> None:
 
 
 def test_upgrade_brings_a_fresh_database_to_the_newest_and_prints_from_to(tmp_path: Path) -> None:
-    """[STORE-SCHEMA-CLI] a fresh database: "none -> 0001"; again: "0001 -> 0001"; exit 0."""
+    """[STORE-SCHEMA-CLI] a fresh database: "none -> 0002"; again: "0002 -> 0002"; exit 0."""
     db = str(tmp_path / "hatp.db")
     first = runner.invoke(app, ["db", "upgrade", "--db", db])
     assert first.exit_code == 0, first.output
-    assert first.stdout == "none -> 0001\n"
+    assert first.stdout == "none -> 0002\n"
     again = runner.invoke(app, ["db", "upgrade", "--db", db])
     assert again.exit_code == 0, again.output
-    assert again.stdout == "0001 -> 0001\n"
+    assert again.stdout == "0002 -> 0002\n"
     assert "nothing to do" in again.stderr
 
 
 def test_current_prints_the_revision_and_changes_nothing(tmp_path: Path) -> None:
-    """[STORE-SCHEMA-CLI] an empty file: "none", no table made; after opening: "0001"."""
+    """[STORE-SCHEMA-CLI] an empty file: "none", no table made; after opening: "0002"."""
     db = tmp_path / "hatp.db"
     empty = runner.invoke(app, ["db", "current", "--db", str(db)])
     assert empty.exit_code == 0, empty.output
@@ -60,17 +60,22 @@ def test_current_prints_the_revision_and_changes_nothing(tmp_path: Path) -> None
     engine.dispose()
     open_store(db).close()
     current = runner.invoke(app, ["db", "current", "--db", str(db)])
-    assert (current.exit_code, current.stdout) == (0, "0001\n")
+    assert (current.exit_code, current.stdout) == (0, "0002\n")
 
 
 def test_upgrade_stamps_a_database_made_before_revisions(tmp_path: Path) -> None:
-    """[STORE-SCHEMA-CLI] every table and no revision: "none -> 0001", the rows kept."""
+    """[STORE-SCHEMA-CLI] every baseline table and no revision: "none -> 0002", the rows
+    kept."""
     db = tmp_path / "hatp.db"
     open_store(db).close()
+    engine = sa.create_engine(f"sqlite:///{db}", poolclass=NullPool)
+    with engine.begin() as conn:  # made before revisions: no later revision's table
+        conn.exec_driver_sql("DROP TABLE hatp_gate_ask")
+    engine.dispose()
     _set_revision(db, None)
     result = runner.invoke(app, ["db", "upgrade", "--db", str(db)])
     assert result.exit_code == 0, result.output
-    assert result.stdout == "none -> 0001\n"
+    assert result.stdout == "none -> 0002\n"
     assert "unversioned" in result.stderr
 
 
@@ -140,7 +145,7 @@ def test_open_services_refuses_a_database_newer_than_this_hatp(tmp_path: Path) -
         async with open_services(ServeConfig(db=str(db), port=0)) as services:
             return services.notes
 
-    assert f"store: {db} (schema revision 0001)" in asyncio.run(notes())
+    assert f"store: {db} (schema revision 0002)" in asyncio.run(notes())
     _set_revision(db, "9999")
     with pytest.raises(SchemaMismatch) as refused:
         asyncio.run(notes())

@@ -359,7 +359,7 @@ def test_any_text_answer_over_max_length_is_refused(value: str) -> None:
     with pytest.raises(AnswerInvalid) as caught:
         check_answer(parse_question(question("text")), value)
     assert caught.value.reason == "TOO_LONG"
-    assert caught.value.data["max_length"] == 20
+    assert caught.value.data["maxLength"] == 20
 
 
 def test_without_max_length_a_text_answer_is_bounded_by_the_largest_max_length() -> None:

@@ -185,7 +185,7 @@ def test_a_question_nobody_may_answer_is_gone(serve: Any) -> None:
         )
 
     body = refusal(served.run(go), 410, "ASK_WITHDRAWN")
-    assert body["data"]["ask_id"], body
+    assert body["data"]["askId"], body
 
 
 def test_a_tool_call_is_approved_over_http(serve: Any) -> None:

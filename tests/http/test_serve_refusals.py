@@ -103,7 +103,7 @@ def test_a_post_not_sent_as_json_is_refused_before_it_is_read(
 
     posted, state = served.run(go)
     body = _typed(posted, 415, "UNSUPPORTED_MEDIA_TYPE")
-    assert body["data"] == {"content_type": content_type}
+    assert body["data"] == {"contentType": content_type}
     assert isinstance(error_from_dict(body), UnsupportedMediaType)
     _typed(state, 404, "TXN_UNKNOWN")
 

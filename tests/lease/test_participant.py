@@ -305,7 +305,7 @@ def test_an_escrowed_undo_is_recovery_required_until_a_person_restores_it_LEASE_
     with pytest.raises(RecoveryRequired) as caught:
         run(server.compensate("txn-1", BRANCH, 1, done["undoToken"]))
     assert caught.value.data["reason"] == "ESCROWED"
-    assert caught.value.data["lease_id"] == lease_id
+    assert caught.value.data["leaseId"] == lease_id
     assert caught.value.data["receipt"]["outcome"] == "escrowed"
     assert ticket_now(sor) == CLOSED
     assert run(server.status("txn-1", BRANCH)).state is BranchState.COMMITTED

@@ -636,7 +636,7 @@ def test_recovery_after_a_lease_less_write_is_refused_MOVED(sor: SystemOfRecord)
     touch(sor.store, 4711, assignee="frank")
     with pytest.raises(RecoveryRefused) as caught:
         sor.recover(lease_id)
-    assert caught.value.data == {"reason": "MOVED", "lease_id": lease_id, "resource": RESOURCE}
+    assert caught.value.data == {"reason": "MOVED", "leaseId": lease_id, "resource": RESOURCE}
     assert sor.state(RESOURCE) == ({**CLOSED, "assignee": "frank"}, 1)
     assert sor.lease(lease_id).status is LeaseStatus.APPLIED
 
@@ -843,7 +843,7 @@ def test_a_lease_never_granted_here_is_unknown(sor: SystemOfRecord) -> None:
     ):
         with pytest.raises(LeaseUnknown) as caught:
             call()
-        assert caught.value.data == {"lease_id": "lease-neverissued"}
+        assert caught.value.data == {"leaseId": "lease-neverissued"}
 
 
 def test_the_system_names_the_actions_it_offers(sor: SystemOfRecord) -> None:

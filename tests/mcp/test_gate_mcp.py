@@ -10,13 +10,13 @@ as ``data``.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from mcp.client import Client
+from mcp.client import Client, advertise
+from mcp.server.mcpserver import MCPServer
 from mcp.shared.exceptions import MCPError
 
 from gateway_world import (
@@ -27,6 +27,7 @@ from gateway_world import (
     REQUESTER,
     VOID_ARGS,
     Payments,
+    acme_gateway,
     approved,
     call_request,
     open_world,
@@ -37,7 +38,6 @@ from hatp.demo import TripWorld
 from hatp.demo.trip import FINANCE_ADDRESS
 from hatp.errors import ApprovalInvalid, ApprovalRequired
 from hatp.gate import Requester
-from hatp.gateway import HumanGateway
 from hatp.mcp import (
     APPROVAL_META_KEY,
     GATE_EXTENSION_ID,
@@ -58,22 +58,17 @@ def world(tmp_path: Path) -> Iterator[TripWorld]:
         yield opened
 
 
-@asynccontextmanager
-async def acme_gateway(world: TripWorld, decision: str = "approve") -> AsyncIterator[HumanGateway]:
-    people = world.scripted_people(decision)
-    gateway = world.gateway(people)
-    gateway.start()
-    try:
-        yield gateway
-    finally:
-        await gateway.stop()
-        await people.close()
-
-
 async def approval_for(world: TripWorld, payments: Payments, **options: Any) -> dict[str, Any]:
+    """An approval of the call as the server lists its tool now."""
+    definition = await payments.listed(options.get("tool", "charge_card"))
     async with acme_gateway(world) as gateway:
-        request = call_request(world.clock, payments.gate, **options)
+        request = call_request(world.clock, payments.gate, definition=definition, **options)
         return await asyncio.wait_for(approved(gateway, request), BOUND)
+
+
+def hatp_client(server: MCPServer) -> Client:
+    """A client that declares the gate extension: refusals come as JSON-RPC errors."""
+    return Client(server, extensions=[advertise(GATE_EXTENSION_ID)])
 
 
 def code_of(error: MCPError) -> tuple[int, str, str | None]:
@@ -88,7 +83,7 @@ def test_the_gate_advertises_the_server_its_gated_tools_and_the_gateways_it_trus
     payments = payments_server(world)
 
     async def go() -> Any:
-        async with Client(payments.server) as client:
+        async with hatp_client(payments.server) as client:
             return client.server_capabilities.extensions
 
     extensions = asyncio.run(go())
@@ -108,7 +103,7 @@ def test_a_gated_call_without_an_approval_is_refused_saying_what_to_ask_for(
     payments = payments_server(world)
 
     async def go() -> tuple[MCPError, ApprovalRequired]:
-        async with Client(payments.server) as client:
+        async with hatp_client(payments.server) as client:
             with pytest.raises(MCPError) as raw:
                 await client.call_tool("charge_card", ARGS)
             with pytest.raises(ApprovalRequired) as typed:
@@ -119,7 +114,8 @@ def test_a_gated_call_without_an_approval_is_refused_saying_what_to_ask_for(
     assert raw.code == JSONRPC_CODES["APPROVAL_REQUIRED"] == -31050
     assert raw.data["code"] == "APPROVAL_REQUIRED"
     needed = CallRequirement.model_validate(raw.data["data"]["requirement"])
-    assert needed == payments.gate.requirement("charge_card", ARGS)
+    listed = asyncio.run(payments.listed("charge_card"))
+    assert needed == payments.gate.requirement("charge_card", ARGS, definition=listed)
     assert (needed.server, needed.tool, needed.address) == (
         PAYMENTS_SERVER,
         "charge_card",
@@ -137,7 +133,7 @@ def test_a_valid_approval_runs_the_tool_once_and_its_replay_is_refused_as_used(
 
     async def go() -> tuple[Any, MCPError, dict[str, Any]]:
         approval = await approval_for(world, payments)
-        async with Client(payments.server) as client:
+        async with hatp_client(payments.server) as client:
             first = await client.call_tool("charge_card", ARGS, meta={APPROVAL_META_KEY: approval})
             with pytest.raises(MCPError) as replay:
                 await client.call_tool("charge_card", ARGS, meta={APPROVAL_META_KEY: approval})
@@ -161,7 +157,7 @@ def test_an_approval_used_with_changed_arguments_is_refused_as_another_call(
 
     async def go() -> ApprovalInvalid:
         approval = await approval_for(world, payments)
-        async with Client(payments.server) as client:
+        async with hatp_client(payments.server) as client:
             with pytest.raises(ApprovalInvalid) as refused:
                 await call_gated(client, "charge_card", changed, approval)
             return refused.value
@@ -179,7 +175,7 @@ def test_a_gated_call_whose_arguments_hold_no_amount_is_refused_as_call_invalid(
     no_amount = {"card": ARGS["card"], "amount": "a lot", "payee": "Lufthansa"}
 
     async def go() -> MCPError:
-        async with Client(payments.server) as client:
+        async with hatp_client(payments.server) as client:
             with pytest.raises(MCPError) as refused:
                 await client.call_tool("charge_card", no_amount)
             return refused.value
@@ -195,7 +191,7 @@ def test_an_approval_that_is_not_a_call_approval_is_refused_as_shape(world: Trip
 
     async def go() -> list[MCPError]:
         refusals = []
-        async with Client(payments.server) as client:
+        async with hatp_client(payments.server) as client:
             for junk in ("approved!", {"decision": "approve"}, [1, 2]):
                 with pytest.raises(MCPError) as refused:
                     await client.call_tool("charge_card", ARGS, meta={APPROVAL_META_KEY: junk})
@@ -214,7 +210,7 @@ def test_the_requester_is_the_authenticated_caller_not_whoever_asked(world: Trip
 
     async def go() -> ApprovalInvalid:
         approval = await approval_for(world, payments)
-        async with Client(intruder.server) as client:
+        async with hatp_client(intruder.server) as client:
             with pytest.raises(ApprovalInvalid) as refused:
                 await call_gated(client, "charge_card", ARGS, approval)
             return refused.value
@@ -231,7 +227,7 @@ def test_a_gated_tool_that_fails_uses_its_approval_and_records_the_failure(
 
     async def go() -> tuple[Any, MCPError, dict[str, Any]]:
         approval = await approval_for(world, payments, tool="void_charge", args=VOID_ARGS)
-        async with Client(payments.server) as client:
+        async with hatp_client(payments.server) as client:
             failed = await call_gated(client, "void_charge", VOID_ARGS, approval)
             with pytest.raises(MCPError) as again:
                 await client.call_tool("void_charge", VOID_ARGS, meta={APPROVAL_META_KEY: approval})

@@ -473,7 +473,9 @@ def test_a_call_approved_over_mcp_runs_the_gated_tool(real_world: TripWorld) -> 
 
     async def go() -> Any:
         async with remote(real_world) as gateway:
-            answer = await gateway.ask_call(call_request(real_world.clock, payments.gate))
+            listed = await payments.listed("charge_card")
+            request = call_request(real_world.clock, payments.gate, definition=listed)
+            answer = await gateway.ask_call(request)
             while answer["kind"] == "pending":
                 answer = await gateway.poll_call(answer["askId"], wait_seconds=5.0)
         async with Client(payments.server) as client:
@@ -501,7 +503,7 @@ def test_a_plain_agent_waits_out_the_people_through_input_required_rounds(
         async with served(sim_world, after=600.0) as up, Client(up.server) as agent:
             approval = await await_call_approval(
                 agent,
-                call_request(clock, payments.gate),
+                call_request(clock, payments.gate, definition=await payments.listed("charge_card")),
                 until=clock.now() + timedelta(hours=2),
                 clock=clock,
                 on_pending=rounds.append,

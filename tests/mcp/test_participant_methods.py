@@ -481,7 +481,7 @@ def test_the_servers_own_tools_keep_working_after_serve_hatp(
             return tools, result.content[0].text  # type: ignore[union-attr]
 
     tools, text = run(go())
-    assert tools == ["seat_map"], "the participant adds methods, not tools"
+    assert tools == ["seat_map", "hatp_branch_status"], "the participant adds one read-only tool"
     assert text == "row 12: A B C D E F"
 
 

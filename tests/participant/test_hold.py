@@ -61,7 +61,7 @@ def test_commit_after_the_lease_releases_and_raises_hold_expired_PART_HOLD(
     clock.advance(600)
     with pytest.raises(HoldExpired) as caught:
         run(airline.commit("txn-1", "seat", 1, digest(p.to_wire()), None))
-    assert caught.value.data["lease_expires_at"] == "2026-12-02T09:10:00.000Z"
+    assert caught.value.data["leaseExpiresAt"] == "2026-12-02T09:10:00.000Z"
     assert seat(ledgers) == ("free", None)
     status = run(airline.status("txn-1", "seat"))
     assert status.state is BranchState.ABORTED

@@ -78,7 +78,7 @@ def test_commit_of_a_never_prepared_branch_is_not_prepared_PART_ORDER(
 ) -> None:
     with pytest.raises(NotPrepared) as caught:
         run(airline.commit("txn-1", "charge", 1, digest(plan().to_wire()), None))
-    assert caught.value.data["txn_id"] == "txn-1"
+    assert caught.value.data["txnId"] == "txn-1"
     assert run(airline.status("txn-1", "charge")).state is BranchState.UNKNOWN
     assert charge_count(ledgers) == 0
 

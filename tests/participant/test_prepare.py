@@ -54,7 +54,7 @@ def test_branch_not_in_plan_is_plan_invalid_shape_PART_PLAN(airline: Participant
     with pytest.raises(PlanInvalid) as caught:
         run(airline.prepare(plan(), "hotel", 1))
     assert caught.value.reason == "SHAPE"
-    assert caught.value.data["branch_id"] == "hotel"
+    assert caught.value.data["branchId"] == "hotel"
     assert run(airline.status("txn-1", "hotel")).state is BranchState.UNKNOWN
 
 

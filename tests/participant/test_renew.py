@@ -122,7 +122,7 @@ def test_renew_after_the_lease_ended_releases_the_hold_once_and_raises_PART_RENE
     clock.advance(600)  # the lease ends at 09:10, exactly now
     with pytest.raises(HoldExpired) as caught:
         run(counted.renew("txn-1", "seat", 1))
-    assert caught.value.data["lease_expires_at"] == LEASE
+    assert caught.value.data["leaseExpiresAt"] == LEASE
     assert "renew did nothing" in caught.value.message
     assert (hold.releases, seat(ledgers)) == (1, ("free", None))
     status = run(counted.status("txn-1", "seat"))
@@ -147,7 +147,7 @@ def test_renew_of_a_hold_the_sweep_released_raises_hold_expired_PART_RENEW(
     assert run(airline.sweep()) == [("txn-1", "seat")]
     with pytest.raises(HoldExpired) as caught:
         run(airline.renew("txn-1", "seat", 1))
-    assert caught.value.data["lease_expires_at"] == LEASE
+    assert caught.value.data["leaseExpiresAt"] == LEASE
 
 
 @pytest.mark.parametrize(("branch_id", "tier"), [("event", "compensate"), ("charge", "final")])
@@ -157,7 +157,7 @@ def test_renew_of_a_dry_run_is_not_renewable_PART_RENEW(
     voted = run(airline.prepare(plan(), branch_id, 1))
     with pytest.raises(NotRenewable) as caught:
         run(airline.renew("txn-1", branch_id, 2))
-    assert caught.value.data == {"txn_id": "txn-1", "branch_id": branch_id, "tier": tier}
+    assert caught.value.data == {"txnId": "txn-1", "branchId": branch_id, "tier": tier}
     status = run(airline.status("txn-1", branch_id))
     # Nothing was done: not even the higher fence is remembered, and nothing is flagged.
     assert (status.state, status.fence, status.flags) == (BranchState.PREPARED, 1, [])
@@ -211,8 +211,8 @@ def test_renew_after_commit_or_abort_is_refused_and_flagged_PART_RENEW(
         run(airline.renew("txn-1", "seat", 1))
     state = "committed" if ending == "commit" else "aborted"
     assert caught.value.data == {
-        "txn_id": "txn-1",
-        "branch_id": "seat",
+        "txnId": "txn-1",
+        "branchId": "seat",
         "state": state,
         "requested": "renew",
         "rule": "PART-RENEW",

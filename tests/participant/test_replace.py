@@ -168,7 +168,7 @@ def test_the_sweep_releases_an_expired_replacement_and_a_third_attempt_places_it
     assert run(airline.sweep()) == [("txn-1", "seat")]
     with pytest.raises(HoldExpired) as caught:
         run(airline.commit("txn-1", "seat", 1, DIGEST, None))
-    assert caught.value.data["lease_expires_at"] == NEW_LEASE
+    assert caught.value.data["leaseExpiresAt"] == NEW_LEASE
     # A late retry of attempt 2 gets attempt 2's receipt, and places nothing.
     assert run(airline.replace(plan(), "seat", 1, 2)) == second
     assert seat(ledgers) == ("free", None)
@@ -236,12 +236,12 @@ def test_a_live_hold_is_not_replaceable_PART_REPLACE(
         run(airline.replace(plan(), "seat", 2, 2))
     assert caught.value.code == "NOT_REPLACEABLE"
     assert caught.value.data == {
-        "txn_id": "txn-1",
-        "branch_id": "seat",
+        "txnId": "txn-1",
+        "branchId": "seat",
         "state": "prepared",
         "requested": "replace",
         "rule": "PART-REPLACE",
-        "lease_expires_at": LEASE,
+        "leaseExpiresAt": LEASE,
     }
     assert "renew it" in caught.value.message
     status = run(airline.status("txn-1", "seat"))

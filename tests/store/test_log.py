@@ -81,7 +81,7 @@ def test_create_of_a_logged_transaction_is_refused(log: DecisionLog, new_txn: Ne
     again = new_txn("txn-1")
     with pytest.raises(OutcomeConflict, match="already in the log") as caught:
         again.create(log, owner="coord-b")
-    assert caught.value.data["txn_id"] == "txn-1"
+    assert caught.value.data["txnId"] == "txn-1"
     assert log.get("txn-1").owner == "coord-a"
     assert log.events("txn-1") == txn.writer.events()
 
@@ -98,7 +98,7 @@ def test_append_with_a_stale_fence_is_refused_and_writes_nothing_STORE_FENCE(
     late = txn.event("txn.decided", decision="commit", reason="late")
     with pytest.raises(StaleFence) as caught:
         log.append("txn-1", old, [late], state=TxnState.COMMITTING, decision=Decision.COMMIT)
-    assert caught.value.data == {"txn_id": "txn-1", "fence": old, "current": new}
+    assert caught.value.data == {"txnId": "txn-1", "fence": old, "current": new}
     assert log.get("txn-1") == before
     assert len(log.events("txn-1")) == 1
 
@@ -156,7 +156,7 @@ def test_an_unknown_transaction_is_refused_by_name(
     new_txn("txn-1").create(log)
     with pytest.raises(TransactionUnknown, match="nope") as caught:
         call(log, new_txn("x").start)
-    assert caught.value.data == {"txn_id": "nope"}
+    assert caught.value.data == {"txnId": "nope"}
 
 
 def test_a_transaction_with_no_events_is_known(log: DecisionLog, new_txn: NewTxn) -> None:

@@ -1,7 +1,8 @@
 """[STORE-SCHEMA] the store's schema revisions: a database changes schema without losing a
 row, and a store refuses a database at a revision it does not run on.
 
-The second revision is the tests' own (``revisions/t0002_txn_note.py``): it copies
+hatp's own revisions are ``0001`` (the baseline) and ``0002`` (adds ``hatp_gate_ask``).
+After them comes the tests' own (``revisions/t0003_txn_note.py``): it copies
 ``hatp_txn`` (SQLite's batch mode) and adds an index to ``hatp_ask``.
 """
 
@@ -15,6 +16,7 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
+from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy.pool import NullPool
@@ -30,6 +32,7 @@ from hatp.store import (
     ChallengePurpose,
     DecisionLog,
     Found,
+    GateAsks,
     LeaseBook,
     Migrations,
     UsedApprovals,
@@ -41,9 +44,17 @@ from hatp.store import (
 from racing import race
 
 NOW = datetime(2026, 12, 2, 9, 0, tzinfo=UTC)
-WITH_T0002_DIRS = (Path(__file__).with_name("revisions"),)
-WITH_T0002 = Migrations(*WITH_T0002_DIRS)
+WITH_T0003_DIRS = (Path(__file__).with_name("revisions"),)
+WITH_T0003 = Migrations(*WITH_T0003_DIRS)
+HEAD = "0002"
 BASELINE_TABLES = 14
+HEAD_TABLES = BASELINE_TABLES + 1  # 0002: hatp_gate_ask
+GATE_CALL = {
+    "server": "s",
+    "call_digest": "sha256:c",
+    "agent": "agent://acme.com/bot",
+    "on_behalf_of": "human://acme.com/dana",
+}
 
 
 @pytest.fixture
@@ -56,7 +67,8 @@ def engine(store_url: str) -> Iterator[sa.Engine]:
 
 def fill(url: str, folder: Path) -> None:
     """Fill every kind of state the store holds, through the public API: a trip run to
-    commit (the log and the gateway's asks), a used approval, web-book rows, leases."""
+    commit (the log and the gateway's asks), a used approval, web-book rows, leases, and a
+    tool server's gate ask."""
     clock = ManualClock(NOW)
     store = open_store(url)
     world = TripWorld.open(folder, clock)
@@ -82,15 +94,19 @@ def fill(url: str, folder: Path) -> None:
         leases = LeaseBook(store)
         leases.mark_escrow_told("lease-1", at=1)
         leases.add_rejection({"resource": "r", "leaseId": None, "reason": "SHAPE"}, at=2)
+        GateAsks(store).start(tool="t", decide_by=later, now=NOW, **GATE_CALL)
     finally:
         world.close()
         store.close()
 
 
-def contents(engine: sa.Engine) -> dict[str, tuple[int, str]]:
-    """Each baseline table's row count and a digest of its rows (baseline columns only,
-    in key order)."""
-    tables = hatp.store.Migrations().baseline.sorted_tables
+def contents(engine: sa.Engine, *, baseline: bool = False) -> dict[str, tuple[int, str]]:
+    """Each table's row count and a digest of its rows, in key order: the head's tables
+    (the code's columns), or with ``baseline`` the baseline's (its columns)."""
+    if baseline:
+        tables = hatp.store.Migrations().baseline.sorted_tables
+    else:
+        tables = hatp.store._schema.metadata.sorted_tables
     found: dict[str, tuple[int, str]] = {}
     with engine.connect() as conn:
         for table in tables:
@@ -101,27 +117,66 @@ def contents(engine: sa.Engine) -> dict[str, tuple[int, str]]:
     return found
 
 
-def test_a_second_revision_keeps_every_row_STORE_SCHEMA(
+def test_a_revision_copying_a_table_keeps_every_row_STORE_SCHEMA(
     store_url: str, engine: sa.Engine, tmp_path: Path
 ) -> None:
-    """[STORE-SCHEMA] a database at the baseline, filled through the public API, upgraded
+    """[STORE-SCHEMA] a database at hatp's head, filled through the public API, upgraded
     to a revision that copies hatp_txn: every row of every table is still there, equal."""
     fill(store_url, tmp_path / "world")
     before = contents(engine)
     assert before["hatp_txn"][0] == 1
     assert before["hatp_record_event"][0] > 3
     assert before["hatp_ask"][0] >= 1
+    assert before["hatp_gate_ask"][0] == 1
     assert sum(count for count, _ in before.values()) > 10
 
-    status = upgrade_store(store_url, migrations=WITH_T0002)
+    status = upgrade_store(store_url, migrations=WITH_T0003)
 
-    assert (status.found, status.before, status.after) == (Found.BEHIND, "0001", "t0002")
+    assert (status.found, status.before, status.after) == (Found.BEHIND, HEAD, "t0003")
     assert contents(engine) == before
     columns = {c["name"] for c in sa.inspect(engine).get_columns("hatp_txn")}
     assert "note" in columns
-    opened = open_store(store_url, migrations=WITH_T0002)
+    opened = open_store(store_url, migrations=WITH_T0003)
     try:
         assert DecisionLog(opened).get("trip-1").state is TxnState.COMMITTED
+    finally:
+        opened.close()
+
+
+def test_0002_adds_gate_asks_to_a_filled_database_at_0001_keeping_every_row_STORE_SCHEMA(
+    store_url: str, engine: sa.Engine, tmp_path: Path
+) -> None:
+    """[STORE-SCHEMA] [STORE-GATE-ASK-ONE] a filled database taken back to 0001 (0002's
+    downgrade drops hatp_gate_ask) is refused as BEHIND; ``upgrade_store`` brings it to
+    0002 with every row of every baseline table equal, the new table as the code declares
+    it, and gate asks working."""
+    fill(store_url, tmp_path / "world")
+    with engine.begin() as conn:
+        command.downgrade(Migrations().config(conn), "0001")
+    assert "hatp_gate_ask" not in sa.inspect(engine).get_table_names()
+    before = contents(engine, baseline=True)
+    assert sum(count for count, _ in before.values()) > 10
+    with pytest.raises(SchemaMismatch) as refused:
+        open_store(store_url)
+    assert refused.value.code == "SCHEMA_MISMATCH"
+    assert refused.value.reason == "BEHIND"
+    assert (refused.value.data["revision"], refused.value.data["head"]) == ("0001", HEAD)
+
+    status = upgrade_store(store_url)
+
+    assert (status.found, status.before, status.after) == (Found.BEHIND, "0001", HEAD)
+    assert contents(engine, baseline=True) == before
+    assert len(sa.inspect(engine).get_table_names()) == HEAD_TABLES + 1
+    with engine.connect() as conn:
+        context = MigrationContext.configure(conn, opts={"version_table": "hatp_schema_version"})
+        assert compare_metadata(context, hatp.store._schema.metadata) == []
+    opened = open_store(store_url)
+    try:
+        assert DecisionLog(opened).get("trip-1").state is TxnState.COMMITTED
+        asks = GateAsks(opened)
+        ask = asks.start(tool="t", decide_by=NOW, now=NOW, **GATE_CALL)
+        assert (ask.seq, ask.open) == (1, True)
+        assert asks.current(**GATE_CALL) == ask
     finally:
         opened.close()
 
@@ -136,7 +191,7 @@ def test_a_fresh_database_is_created_at_the_head_as_the_code_declares_STORE_SCHE
     assert (store.schema.found, store.schema.before, store.schema.after) == (
         Found.EMPTY,
         None,
-        "0001",
+        HEAD,
     )
     with engine.connect() as conn:
         context = MigrationContext.configure(conn, opts={"version_table": "hatp_schema_version"})
@@ -147,15 +202,26 @@ def test_a_fresh_database_is_created_at_the_head_as_the_code_declares_STORE_SCHE
 def test_a_database_made_before_revisions_is_stamped_with_the_baseline_STORE_SCHEMA(
     store_url: str, engine: sa.Engine
 ) -> None:
-    """[STORE-SCHEMA] every baseline table and no revision recorded: stamped, unchanged."""
-    open_store(store_url).close()
+    """[STORE-SCHEMA] every baseline table and no revision recorded (nor a later table):
+    with the head past the baseline, open refuses it as BEHIND the baseline; upgrade stamps
+    the baseline, then upgrades, keeping the rows."""
+    store = open_store(store_url)
+    UsedApprovals(store).claim(
+        "apv-1", server="s", tool="t", call_digest="c", expires_at=NOW, now=NOW
+    )
+    store.close()
     with engine.begin() as conn:
+        conn.exec_driver_sql("DROP TABLE hatp_gate_ask")
         conn.exec_driver_sql("DROP TABLE hatp_schema_version")
     assert schema_status(store_url).found is Found.UNVERSIONED
-    store = open_store(store_url)
-    store.close()
-    assert (store.schema.found, store.schema.after) == (Found.UNVERSIONED, "0001")
+    with pytest.raises(SchemaMismatch) as refused:
+        open_store(store_url)
+    assert refused.value.reason == "BEHIND"
+    assert (refused.value.data["revision"], refused.value.data["head"]) == ("0001", HEAD)
+    status = upgrade_store(store_url)
+    assert (status.found, status.before, status.after) == (Found.UNVERSIONED, None, HEAD)
     assert schema_status(store_url).found is Found.CURRENT
+    assert contents(engine)["hatp_used_approval"][0] == 1
 
 
 def test_a_database_behind_is_refused_until_upgraded_STORE_SCHEMA(store_url: str) -> None:
@@ -163,17 +229,17 @@ def test_a_database_behind_is_refused_until_upgraded_STORE_SCHEMA(store_url: str
     command; after ``upgrade_store`` it opens."""
     open_store(store_url).close()
     with pytest.raises(SchemaMismatch) as refused:
-        open_store(store_url, migrations=WITH_T0002)
+        open_store(store_url, migrations=WITH_T0003)
     assert refused.value.reason == "BEHIND"
     assert "run: hatp db upgrade --db " in refused.value.message
-    assert (refused.value.data["revision"], refused.value.data["head"]) == ("0001", "t0002")
-    upgrade_store(store_url, migrations=WITH_T0002)
-    open_store(store_url, migrations=WITH_T0002).close()
+    assert (refused.value.data["revision"], refused.value.data["head"]) == (HEAD, "t0003")
+    upgrade_store(store_url, migrations=WITH_T0003)
+    open_store(store_url, migrations=WITH_T0003).close()
 
 
 def test_a_database_newer_than_this_hatp_is_refused_STORE_SCHEMA(store_url: str) -> None:
     """[STORE-SCHEMA] a revision this hatp does not know: refused, by open and by upgrade."""
-    upgrade_store(store_url, migrations=WITH_T0002)
+    upgrade_store(store_url, migrations=WITH_T0003)
     for attempt in (open_store, upgrade_store):
         with pytest.raises(SchemaMismatch) as refused:
             attempt(store_url)
@@ -192,16 +258,17 @@ def test_a_partial_database_is_refused_and_completed_by_upgrade_STORE_SCHEMA(
         "apv-1", server="s", tool="t", call_digest="c", expires_at=NOW, now=NOW
     )
     store.close()
-    with engine.begin() as conn:
+    with engine.begin() as conn:  # as an older hatp left it: no later table either
         conn.exec_driver_sql("DROP TABLE hatp_web_invite")
+        conn.exec_driver_sql("DROP TABLE hatp_gate_ask")
         conn.exec_driver_sql("DROP TABLE hatp_schema_version")
     with pytest.raises(SchemaMismatch) as refused:
         open_store(store_url)
     assert refused.value.reason == "PARTIAL"
     assert "run: hatp db upgrade --db " in refused.value.message
     status = upgrade_store(store_url)
-    assert (status.found, status.before, status.after) == (Found.PARTIAL, None, "0001")
-    assert len(sa.inspect(engine).get_table_names()) == BASELINE_TABLES + 1
+    assert (status.found, status.before, status.after) == (Found.PARTIAL, None, HEAD)
+    assert len(sa.inspect(engine).get_table_names()) == HEAD_TABLES + 1
     assert contents(engine)["hatp_used_approval"][0] == 1
 
 
@@ -229,11 +296,11 @@ def test_stores_upgrading_one_database_at_once_upgrade_it_once_STORE_SCHEMA(
     )
     store.close()
     before = contents(engine)
-    statuses = race([lambda: upgrade_store(store_url, migrations=WITH_T0002)] * 4)
+    statuses = race([lambda: upgrade_store(store_url, migrations=WITH_T0003)] * 4)
     assert sorted(status.found for status in statuses) == sorted(
         [Found.BEHIND, Found.CURRENT, Found.CURRENT, Found.CURRENT]
     )
-    assert {status.after for status in statuses} == {"t0002"}
+    assert {status.after for status in statuses} == {"t0003"}
     assert contents(engine) == before
 
 
@@ -248,9 +315,9 @@ def test_an_upgrade_that_fails_leaves_the_database_as_it_was_STORE_SCHEMA(
     )
     store.close()
     before = contents(engine)
-    failing = Migrations(*WITH_T0002_DIRS, Path(__file__).with_name("revisions_failing"))
+    failing = Migrations(*WITH_T0003_DIRS, Path(__file__).with_name("revisions_failing"))
     with pytest.raises(StoreUnavailable):
         upgrade_store(store_url, migrations=failing)
-    assert schema_status(store_url).before == "0001"
+    assert schema_status(store_url).before == HEAD
     assert "note" not in {c["name"] for c in sa.inspect(engine).get_columns("hatp_txn")}
     assert contents(engine) == before

@@ -93,13 +93,14 @@ def test_a_database_made_before_the_table_gets_it_from_db_upgrade_STORE_USED_ONC
     try:
         with older.transaction() as conn:
             conn.exec_driver_sql("DROP TABLE hatp_used_approval")
+            conn.exec_driver_sql("DROP TABLE hatp_gate_ask")  # nor a later revision's table
             conn.exec_driver_sql("DROP TABLE hatp_schema_version")
     finally:
         older.close()
     with pytest.raises(SchemaMismatch) as refused:
         open_store(store_url)
     assert refused.value.reason == "PARTIAL"
-    assert upgrade_store(store_url).after == "0001"
+    assert upgrade_store(store_url).after == "0002"
     opened = open_store(store_url)
     try:
         used = UsedApprovals(opened)
@@ -229,7 +230,7 @@ def test_finishing_an_approval_never_claimed_is_refused_STORE_USED_ONCE(store: S
     used = UsedApprovals(store)
     with pytest.raises(ApprovalUnknown, match="never claimed") as raised:
         used.finish("apv-none", UseOutcome.RAN, None, NOW)
-    assert raised.value.data == {"approval_id": "apv-none"}
+    assert raised.value.data == {"approvalId": "apv-none"}
     assert used.get("apv-none") is None
 
 

@@ -10,6 +10,7 @@ offline. ``--scenario`` shows the other paths; ``--list`` names them.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import sys
 import tempfile
@@ -32,6 +33,8 @@ if TYPE_CHECKING:
 _WALKS = ("--gated", "--mcp", "--writes", "--lease", "--web")
 #: The walks where nobody is asked at this terminal: --auto has nothing to do there.
 _NOBODY_ASKED = ("--writes", "--lease", "--web")
+#: Where --web and --gated --serve listen on localhost unless --port says.
+_DEFAULT_PORT = 4321
 
 
 @app.command("demo", cls=HatpCommand)
@@ -97,11 +100,19 @@ def demo(
         bool,
         typer.Option("--passkey", help="With --web: the plan's finance group requires a passkey."),
     ] = False,
+    serve: Annotated[
+        bool,
+        typer.Option(
+            "--serve",
+            help="With --gated: serve the payments MCP server (charge_card gated, "
+            "card_balance plain), acme's gateway and approver page over HTTP until stopped.",
+        ),
+    ] = False,
     port: Annotated[
         int | None,
         typer.Option(
             "--port",
-            help="With --web: the port on localhost (0: any free one).",
+            help="With --web or --gated --serve: the port on localhost (0: any free one).",
             min=0,
             max=65535,
             show_default="4321",
@@ -110,7 +121,8 @@ def demo(
 ) -> None:
     """Book a business trip as one transaction and show every step.
 
-    Prints the walk on stderr and the folder it wrote on stdout. With a
+    Prints the walk on stderr and the folder it wrote on stdout (with --gated
+    --serve: the endpoints it serves, until Ctrl-C or SIGTERM). With a
     terminal attached (and without --auto) you are the finance approver.
     --out is a new or empty folder. Exit 2 for flags that do not go together.
     """
@@ -126,6 +138,7 @@ def demo(
         "--lease": lease,
         "--web": web,
         "--passkey": passkey,
+        "--serve": serve,
         "--port": port is not None,
     }
     _check_flags(given, list_=list_)
@@ -133,6 +146,10 @@ def demo(
         for name, item in SCENARIOS.items():
             typer.echo(f"{name:<10} {item.summary}")
         typer.echo(f"{'--gated':<10} one tool call gated by an approval of exactly that call")
+        typer.echo(
+            f"{'--gated --serve':<10} charge_card served over MCP until stopped: call it from any "
+            "MCP client, a person approves"
+        )
         typer.echo(f"{'--mcp':<10} the trip over MCP, four server processes; one killed and back")
         typer.echo(f"{'--writes':<10} an inventory correction: approved, run once, drift refused")
         typer.echo(f"{'--lease':<10} a ticket update under a lease: stale writer 409, a restore")
@@ -145,13 +162,15 @@ def demo(
         Path(tempfile.mkdtemp(prefix="hatp-demo-")) if out is None else new_folder(out, "--out")
     )
     if web:
-        _web(folder, passkey=passkey, port=4321 if port is None else port)
+        _web(folder, passkey=passkey, port=_DEFAULT_PORT if port is None else port)
     elif lease:
         _lease(folder)
     elif writes:
         _writes(folder)
     elif mcp:
         _mcp(folder, auto)
+    elif gated and serve:
+        _gated_serve(folder, auto=auto, port=_DEFAULT_PORT if port is None else port)
     elif gated:
         _gated(folder, auto)
     else:
@@ -174,9 +193,12 @@ def _check_flags(given: dict[str, bool], *, list_: bool) -> None:
         refuse(f"--scenario picks a path of the trip; {walks[0]} is another walk: choose one")
     if walks and walks[0] in _NOBODY_ASKED and given["--auto"]:
         refuse(f"--auto goes with the trip, --gated or --mcp; {walks[0]} asks nobody here")
-    for flag in ("--passkey", "--port"):
-        if given[flag] and not given["--web"]:
-            refuse(f"{flag} goes with --web (the approver's page and passkey, in a browser)")
+    if given["--serve"] and not given["--gated"]:
+        refuse("--serve goes with --gated (it serves the gated charge_card until stopped)")
+    if given["--passkey"] and not given["--web"]:
+        refuse("--passkey goes with --web (the approver's page and passkey, in a browser)")
+    if given["--port"] and not (given["--web"] or given["--serve"]):
+        refuse("--port goes with --web or --gated --serve (the port they listen on)")
 
 
 def _trip(name: str, folder: Path, auto: bool) -> None:
@@ -293,6 +315,48 @@ def _gated(folder: Path, auto: bool) -> None:
     approved = run.approval is not None and run.approval.decision == "approve"
     if approved and not run.as_expected:
         raise typer.Exit(1)
+
+
+def _gated_serve(folder: Path, *, auto: bool, port: int) -> None:
+    err.rule("hatp demo --gated --serve: charge_card over MCP, gated, until stopped")
+    from hatp.demo._mcp_server import listen
+    from hatp.demo.gated_serve import AUTO_SECONDS, Served, serve_gated
+
+    try:
+        sock = listen(port)
+    except OSError as exc:
+        refuse(f"--port: cannot listen on 127.0.0.1:{port}: {exc.strerror}; use another --port")
+
+    def ready(served: Served) -> None:
+        for line in served.lines():  # stdout: the endpoints, for programs
+            typer.echo(line)
+        err.print(f"  world: {folder}", markup=False)
+        err.print(
+            f"  MCP clients: connect to {served.mcp} (streamable HTTP) and call charge_card; "
+            "it answers APPROVAL_REQUIRED and asks acme's gateway itself; once approved, "
+            "call it again with the same arguments. Nobody is authenticated: every caller "
+            "is the travel bot working for alice.",
+            soft_wrap=True,
+            markup=False,
+        )
+        if served.invite is None:
+            err.print(
+                f"  approvers: scripted, each approves {AUTO_SECONDS:g} s after an ask arrives",
+                markup=False,
+            )
+        else:
+            err.print(
+                f"  You are {served.approver}, the finance approver: register your passkey "
+                "with the invite link (it works once), sign in at the approve page and "
+                "approve each ask there.",
+                soft_wrap=True,
+                markup=False,
+            )
+        err.print("  Ctrl-C stops it.", markup=False)
+
+    with contextlib.closing(sock):
+        asyncio.run(serve_gated(folder, sock, auto=auto, ready=ready))
+    err.print("stopped")
 
 
 def _writes(folder: Path) -> None:

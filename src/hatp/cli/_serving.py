@@ -14,6 +14,7 @@ from dataclasses import replace
 import typer
 import uvicorn
 
+from hatp._sockets import listening
 from hatp.cli._app import err
 from hatp.errors import ConfigInvalid
 from hatp.http import APPROVER_PATH, OPENAPI_PATH, ServeConfig, Services
@@ -105,20 +106,13 @@ def _listening(host: str, port: int) -> socket.socket:
     Raises:
         ConfigInvalid: key ``server.port``: the address is taken or cannot be bound.
     """
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
-        sock.bind((host, port))
+        return listening(host, port)
     except OSError as exc:
-        sock.close()
         raise ConfigInvalid(
             f"cannot listen on {host}:{port}: {exc.strerror}; choose another --port or --host",
             key="server.port",
         ) from None
-    sock.listen(128)
-    sock.setblocking(False)
-    return sock
 
 
 def _shown(host: str) -> str:

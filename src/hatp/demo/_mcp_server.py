@@ -28,6 +28,7 @@ from typing import Any
 import uvicorn
 from mcp.server.mcpserver import MCPServer
 
+from hatp._sockets import listening
 from hatp.clock import SystemClock, format_time
 from hatp.demo.trip import PARTICIPANT_IDS, TripWorld
 from hatp.mcp import serve_hatp
@@ -75,16 +76,13 @@ def build_server(world: TripWorld, participant_id: str) -> MCPServer:
 
 
 def listen(port: int) -> socket.socket:
-    """Bind a listening socket on 127.0.0.1:``port`` (0: any free port).
+    """Bind a listening socket on 127.0.0.1:``port`` (0: any free port); see
+    :func:`hatp._sockets.listening`.
 
-    ``SO_REUSEADDR`` lets a restarted server take the port of one just killed.
+    Raises:
+        OSError: the port is taken.
     """
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", port))
-    sock.listen(128)
-    sock.setblocking(False)
-    return sock
+    return listening("127.0.0.1", port)
 
 
 async def serve_http(server: MCPServer, sock: socket.socket) -> None:

@@ -247,6 +247,16 @@ def charge_now(
     return detail
 
 
+def balance(conn: Connection, card_id: str) -> Amount | None:
+    """The credit still available on a card (``None``: no such card on file)."""
+    found = conn.execute(
+        select(cards.c.available, cards.c.currency).where(cards.c.card_id == card_id)
+    ).first()
+    if found is None:
+        return None
+    return Amount.model_validate({"value": found.available, "currency": found.currency})
+
+
 def seed(conn: Connection, stock: Seed) -> None:
     """Put the cards on file (once)."""
     if conn.execute(select(func.count()).select_from(cards)).scalar_one():

@@ -20,21 +20,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import secrets
 import socket
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
 
-import uvicorn
-from starlette.applications import Starlette
-
+from hatp._sockets import listening
 from hatp.clock import Clock, SystemClock
 from hatp.coordinator import Outcome
 from hatp.demo._people import DIRECTORY
+from hatp.demo._serving import serving, write_json
 from hatp.demo.scenarios import APPROVER, DemoRun, Scenario
 from hatp.demo.trip import GATEWAY, TripWorld, trip_plan
 from hatp.directory import PasskeyEnrolment, well_known
@@ -145,8 +142,8 @@ async def _serve_and_run(
     )
     invite = enrol_link(origin, enrolment.invite(APPROVER, valid_for=wait))
     shown = WebReady(origin, f"{origin}{APPROVER_PATH}", APPROVER, invite)
-    async with _served(app, sock):
-        _write(
+    async with serving(app, sock):
+        write_json(
             world.folder / WEB_FILE,
             {"url": origin, "approve": shown.approve, "invites": {APPROVER: invite}},
         )
@@ -207,43 +204,4 @@ async def _registered(world: TripWorld, clock: Clock, wait: timedelta) -> str | 
 
 
 def _listening(port: int) -> socket.socket:
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind(("127.0.0.1", port))
-    except OSError:
-        sock.close()
-        raise
-    sock.listen(128)
-    sock.setblocking(False)
-    return sock
-
-
-@contextlib.asynccontextmanager
-async def _served(app: Starlette, sock: socket.socket) -> AsyncIterator[None]:
-    """Serve ``app`` with uvicorn on ``sock`` (the app's lifespan runs the gateway loop)."""
-    server = _Server(uvicorn.Config(app, log_level="warning", access_log=False))
-    task = asyncio.create_task(server.serve(sockets=[sock]))
-    try:
-        for _ in range(1000):  # up to 10 s for the server to listen
-            if server.started or task.done():
-                break
-            await asyncio.sleep(0.01)
-        if task.done():
-            task.result()  # raises what stopped it
-        yield
-    finally:
-        server.should_exit = True
-        await task
-
-
-class _Server(uvicorn.Server):
-    """uvicorn without its own signal handlers: Ctrl-C stops the whole demo at once."""
-
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        yield
-
-
-def _write(path: Path, document: Any) -> None:
-    path.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
+    return listening("127.0.0.1", port)

@@ -28,10 +28,10 @@ from hatp.errors import (
     HatpError,
     StoreUnavailable,
 )
-from hatp.evidence import Keyring, call_digest
+from hatp.evidence import Keyring, call_digest, tool_digest
 from hatp.gate._cards import VerifiedCards
 from hatp.gate._rules import Call, check_approval
-from hatp.gate._tools import GatedTool, Price, Requester, Tools, _Declared
+from hatp.gate._tools import GatedTool, Price, Requester, Tools, _Declared, declare
 from hatp.model import CallApproval, CallRequirement, PriceCap, read_amount
 from hatp.store import UsedApprovals, UseOutcome
 
@@ -120,6 +120,16 @@ class ApprovalGate:
         ]
 
     @property
+    def clock(self) -> Clock:
+        """The clock the gate checks approvals on."""
+        return self._clock
+
+    @property
+    def max_lifetime_seconds(self) -> int:
+        """The longest validity window the gate accepts."""
+        return int(self._max_lifetime.total_seconds())
+
+    @property
     def trusted_gateways(self) -> list[str]:
         """The ids of the gateways whose approvals this server accepts, sorted."""
         return self._gateways.trusted_issuers
@@ -128,19 +138,36 @@ class ApprovalGate:
         """Whether ``tool`` runs only with an approval."""
         return self._tools.get(tool) is not None
 
-    def requirement(self, tool: str, arguments: Mapping[str, Any]) -> CallRequirement | None:
+    def declare(self, tool: GatedTool) -> None:
+        """Gate one more tool, from now on (the ``@gated`` decorators use this).
+
+        Raises:
+            GateInvalid: the declaration is not one a gate takes, or the tool is gated already.
+        """
+        self._tools.add(declare(tool))
+
+    def requirement(
+        self,
+        tool: str,
+        arguments: Mapping[str, Any],
+        *,
+        definition: Mapping[str, Any] | None = None,
+    ) -> CallRequirement | None:
         """Return what to ask the gateway for to call ``tool`` with ``arguments``
-        (``None``: the tool is not gated).
+        (``None``: the tool is not gated). ``definition`` is the tool as the server
+        lists it now; without it, the declared definition (if any) is bound.
 
         Raises:
             CallInvalid: reason ``AMOUNT``: the arguments hold no amount where
                 the tool declares one.
-            InvalidJson: the arguments have no canonical JSON form.
+            InvalidJson: the arguments or the definition have no canonical JSON form.
         """
         declared = self._tools.get(tool)
         if declared is None:
             return None
-        return self._requirement(self._call(declared, arguments, Requester("", "")))
+        return self._requirement(
+            self._call(declared, arguments, Requester("", ""), definition=definition)
+        )
 
     def _requirement(self, call: Call) -> CallRequirement:
         declared = call.declared
@@ -148,7 +175,7 @@ class ApprovalGate:
             server=self._server,
             tool=call.tool,
             call_digest=call.call_digest,
-            tool_digest=declared.tool_digest,
+            tool_digest=call.tool_digest,
             address=str(declared.address),
             action=declared.tool.action,
             amount_pointer=declared.tool.amount,
@@ -165,8 +192,11 @@ class ApprovalGate:
         arguments: Mapping[str, Any],
         approval: Mapping[str, Any] | None,
         requester: Requester,
+        *,
+        definition: Mapping[str, Any] | None = None,
     ) -> CheckedApproval:
-        """Check ``approval`` for this call without using it.
+        """Check ``approval`` for this call without using it. ``definition`` is the tool
+        as the server lists it now (bound when given; else the declared one, if any).
 
         Raises:
             GateInvalid: ``tool`` is not gated (run it without an approval).
@@ -177,7 +207,7 @@ class ApprovalGate:
         declared = self._tools.get(tool)
         if declared is None:
             raise GateInvalid(f"tool {tool!r} is not gated; call it without an approval", tool=tool)
-        call = self._call(declared, arguments, requester)
+        call = self._call(declared, arguments, requester, definition=definition)
         if approval is None:
             raise ApprovalRequired(
                 f"{tool} needs an approval from {declared.address}; ask the Human Gateway for "
@@ -222,6 +252,8 @@ class ApprovalGate:
         approval: Mapping[str, Any] | None,
         requester: Requester,
         fn: Callable[[Mapping[str, Any]], Awaitable[T] | T],
+        *,
+        definition: Mapping[str, Any] | None = None,
     ) -> T:
         """Run ``fn(arguments)`` once the call may run; return what it returns.
 
@@ -229,7 +261,7 @@ class ApprovalGate:
         :meth:`check` passed and :meth:`use` claimed the approval; the outcome
         (ran or failed) is recorded against the approval afterwards (if the
         store fails at that point, the outcome stays unknown; the approval
-        stays used).
+        stays used). ``definition`` is the tool as the server lists it now.
 
         Raises:
             ApprovalRequired, ApprovalInvalid, CallInvalid: refused; ``fn`` did not run.
@@ -238,13 +270,7 @@ class ApprovalGate:
         """
         if not self.gated(tool):
             return await _result(fn(arguments))
-        try:
-            checked = self.check(tool, arguments, approval, requester)
-            self.use(checked)
-        except HatpError as error:
-            self._tell(tool, error)
-            raise
-        self._tell(tool, None)
+        checked = self._admit(tool, arguments, approval, requester, definition)
         try:
             result = await _result(fn(arguments))
         except BaseException as exc:
@@ -252,6 +278,47 @@ class ApprovalGate:
             raise
         self._finish(checked, UseOutcome.RAN, None)
         return result
+
+    def run_sync(
+        self,
+        tool: str,
+        arguments: Mapping[str, Any],
+        approval: Mapping[str, Any] | None,
+        requester: Requester,
+        fn: Callable[[Mapping[str, Any]], T],
+        *,
+        definition: Mapping[str, Any] | None = None,
+    ) -> T:
+        """:meth:`run` for a plain function, on the caller's thread; the same checks,
+        the same single use, the same refusals."""
+        if not self.gated(tool):
+            return fn(arguments)
+        checked = self._admit(tool, arguments, approval, requester, definition)
+        try:
+            result = fn(arguments)
+        except BaseException as exc:
+            self._finish(checked, UseOutcome.FAILED, repr(exc)[:500])
+            raise
+        self._finish(checked, UseOutcome.RAN, None)
+        return result
+
+    def _admit(
+        self,
+        tool: str,
+        arguments: Mapping[str, Any],
+        approval: Mapping[str, Any] | None,
+        requester: Requester,
+        definition: Mapping[str, Any] | None,
+    ) -> CheckedApproval:
+        """Check the approval and claim its single use; tell the observer either way."""
+        try:
+            checked = self.check(tool, arguments, approval, requester, definition=definition)
+            self.use(checked)
+        except HatpError as error:
+            self._tell(tool, error)
+            raise
+        self._tell(tool, None)
+        return checked
 
     def _tell(self, tool: str, refused: HatpError | None) -> None:
         if refused is not None:
@@ -270,7 +337,12 @@ class ApprovalGate:
             self._used.finish(checked.approval_id, outcome, detail, self._clock.now())
 
     def _call(
-        self, declared: _Declared, arguments: Mapping[str, Any], requester: Requester
+        self,
+        declared: _Declared,
+        arguments: Mapping[str, Any],
+        requester: Requester,
+        *,
+        definition: Mapping[str, Any] | None = None,
     ) -> Call:
         tool = declared.tool.name
         pointer = declared.tool.amount
@@ -289,6 +361,7 @@ class ApprovalGate:
             max_lifetime=self._max_lifetime,
             gateways=self._gateways,
             cards=self._cards,
+            tool_digest=declared.tool_digest if definition is None else tool_digest(definition),
         )
 
 

@@ -75,6 +75,8 @@ class Call:
     max_lifetime: timedelta
     gateways: Keyring
     cards: VerifiedCards
+    #: The digest of the tool's definition as the server lists it now (``None``: not bound).
+    tool_digest: str | None = None
 
     @property
     def tool(self) -> str:
@@ -224,7 +226,7 @@ def _check_call(call: Call, approval: CallApproval, who: str) -> None:
 
 
 def _check_tool(call: Call, approval: CallApproval, who: str) -> None:
-    bound = call.declared.tool_digest
+    bound = call.tool_digest
     if bound is None or not _checks.is_on("GATE-TOOL"):
         return
     if approval.terms.tool_digest != bound:

@@ -82,12 +82,20 @@ class Tools:
     def __init__(self, tools: Iterable[GatedTool]) -> None:
         self._by_name: dict[str, _Declared] = {}
         for tool in tools:
-            if tool.name in self._by_name:
-                raise GateInvalid(
-                    f"tool {tool.name!r} is declared twice; declare each gated tool once",
-                    tool=tool.name,
-                )
-            self._by_name[tool.name] = declare(tool)
+            self.add(declare(tool))
+
+    def add(self, declared: _Declared) -> None:
+        """Add one checked declaration.
+
+        Raises:
+            GateInvalid: a tool of this name is declared already.
+        """
+        name = declared.tool.name
+        if name in self._by_name:
+            raise GateInvalid(
+                f"tool {name!r} is declared twice; declare each gated tool once", tool=name
+            )
+        self._by_name[name] = declared
 
     def get(self, name: str) -> _Declared | None:
         """Return the declaration of tool ``name``, or ``None`` if it is not gated."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Literal
 
+import mcp_types as types
 from mcp.client import Client
 from pydantic import Field, ValidationError
 
@@ -23,7 +24,14 @@ from hatp.mcp._wire import EXTENSION_ID
 from hatp.model import Tier, WireModel, first_error
 from hatp.version import PROTOCOL_VERSION
 
-__all__ = ["HatpAdvert", "OperationAdvert", "Role", "check_advert", "check_server"]
+__all__ = [
+    "HatpAdvert",
+    "OperationAdvert",
+    "Role",
+    "advertised",
+    "check_advert",
+    "check_server",
+]
 
 Role = Literal["participant", "gateway", "directory", "coordinator"]
 
@@ -123,8 +131,17 @@ def check_server(client: Client, *, role: Role, server_id: str, keyring: Keyring
         PeerIncompatible: as :func:`check_advert`.
         RuntimeError: ``client`` is not entered (``async with``).
     """
-    extensions = client.server_capabilities.extensions
-    return check_advert(extensions, role=role, server_id=server_id, keyring=keyring)
+    return check_advert(
+        advertised(client.server_capabilities), role=role, server_id=server_id, keyring=keyring
+    )
+
+
+def advertised(capabilities: types.ServerCapabilities | None) -> dict[str, Any]:
+    """What a server advertises: its ``capabilities.extensions``, over what it mirrors under
+    ``capabilities.experimental`` for sessions on 2025 protocol versions."""
+    if capabilities is None:
+        return {}
+    return {**(capabilities.experimental or {}), **(capabilities.extensions or {})}
 
 
 def _unchecked(server_id: str, role: Role) -> HatpAdvert:

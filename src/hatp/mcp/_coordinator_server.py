@@ -10,17 +10,24 @@ drives it while the lease is held elsewhere) and hand it back. The
 coordinator and the log decide everything; this module only carries the
 requests. Serve it only behind the server's authentication: whoever reaches
 it can begin transactions and take leases.
+
+A stock MCP host, which sends no hatp method, reads a transaction through two
+read-only tools: :data:`TXN_STATUS_TOOL` (``txn/state``'s answer) and
+:data:`TXN_RECORD_TOOL` (``txn/record``'s), each as a tool result (a refusal
+is an ``isError`` result, :mod:`hatp.mcp._tool_results`).
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Annotated, Any, Final
 
+import mcp_types as types
 from mcp.server.context import ServerRequestContext
-from mcp.server.extension import Extension, MethodBinding
+from mcp.server.extension import Extension, MethodBinding, ToolBinding
 from mcp.server.mcpserver import MCPServer
+from pydantic import Field
 
 from hatp._edge_params import (
     AcquireParams,
@@ -34,10 +41,19 @@ from hatp.evidence import PublicKey
 from hatp.mcp._advert import HatpAdvert
 from hatp.mcp._install import install
 from hatp.mcp._rpc import method
+from hatp.mcp._tool_results import answer_or_refusal, tool_result
 from hatp.mcp._wire import EXTENSION_ID, METHODS
 from hatp.version import PROTOCOL_VERSION
 
-__all__ = ["CoordinatorExtension", "serve_coordinator"]
+__all__ = ["TXN_RECORD_TOOL", "TXN_STATUS_TOOL", "CoordinatorExtension", "serve_coordinator"]
+
+#: The read-only tool a stock MCP host calls for ``txn/state``'s answer.
+TXN_STATUS_TOOL: Final = "hatp_txn_status"
+#: The read-only tool a stock MCP host calls for ``txn/record``'s answer.
+TXN_RECORD_TOOL: Final = "hatp_txn_record"
+
+_TxnId = Annotated[str, Field(min_length=1, description="the transaction's id (its plan's txnId)")]
+_READ_ONLY = types.ToolAnnotations(read_only_hint=True, open_world_hint=False)
 
 
 class CoordinatorExtension(Extension):
@@ -45,7 +61,9 @@ class CoordinatorExtension(Extension):
 
     Transactions it begins run in tasks it keeps until they end; one that is
     still running when the server stops is left in the log for
-    :meth:`~hatp.coordinator.Coordinator.recover`.
+    :meth:`~hatp.coordinator.Coordinator.recover`. Its tools
+    :data:`TXN_STATUS_TOOL` and :data:`TXN_RECORD_TOOL` answer ``txn/state``
+    and ``txn/record`` to a host that sends no hatp method.
     """
 
     identifier = EXTENSION_ID
@@ -73,6 +91,61 @@ class CoordinatorExtension(Extension):
             method(METHODS["lock/renew"], RenewParams, self._renew),
             method(METHODS["lock/release"], ReleaseParams, self._release),
         ]
+
+    def tools(self) -> Sequence[ToolBinding]:
+        """The read-only tools :data:`TXN_STATUS_TOOL` and :data:`TXN_RECORD_TOOL` (``{txnId}``)."""
+        where = self._coordinator.coordinator_id
+        return [
+            ToolBinding(
+                self._txn_status,
+                kwargs={
+                    "name": TXN_STATUS_TOOL,
+                    "description": (
+                        f"Where a hatp transaction stands in the log of {where}; changes "
+                        "nothing. Answers structuredContent {txnId, state}: active, committing, "
+                        "in-doubt, unwinding, aborting, committed, aborted, needs-recovery or "
+                        "needs-attention."
+                    ),
+                    "annotations": _READ_ONLY,
+                },
+            ),
+            ToolBinding(
+                self._txn_record,
+                kwargs={
+                    "name": TXN_RECORD_TOOL,
+                    "description": (
+                        f"The signed record of a hatp transaction as {where} has logged it so "
+                        "far; changes nothing. Answers structuredContent {record}: the record "
+                        "document (hatpVersion, recordId, events, head), which `hatp verify` "
+                        "checks; the text only summarises it."
+                    ),
+                    "annotations": _READ_ONLY,
+                },
+            ),
+        ]
+
+    # The tools' parameters are named as their arguments are on the wire (camelCase).
+    async def _txn_status(self, txnId: _TxnId) -> types.CallToolResult:
+        async def read() -> types.CallToolResult:
+            state = await self._coordinator.log.store.call(self._coordinator.state, txnId)
+            text = f"transaction {txnId}: {state.value}"
+            return tool_result(text, {"txnId": txnId, "state": state.value})
+
+        return await answer_or_refusal(TXN_STATUS_TOOL, read)
+
+    async def _txn_record(self, txnId: _TxnId) -> types.CallToolResult:
+        async def read() -> types.CallToolResult:
+            coordinator = self._coordinator
+            record = await coordinator.log.store.call(coordinator.record, txnId)
+            state = await coordinator.log.store.call(coordinator.state, txnId)
+            events = len(record["events"])
+            text = (
+                f"transaction {txnId}: {state.value}; its record holds {events} signed "
+                f"event{'' if events == 1 else 's'} so far (structuredContent.record)"
+            )
+            return tool_result(text, {"record": record})
+
+        return await answer_or_refusal(TXN_RECORD_TOOL, read)
 
     async def _begin(
         self, params: BeginParams, ctx: ServerRequestContext[Any, Any]

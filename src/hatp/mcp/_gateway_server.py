@@ -31,6 +31,7 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.extension import Extension, MethodBinding, ResourceBinding, ToolBinding
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.resources import TextResource
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from hatp._edge_params import (
     AnsweredParams,
@@ -53,6 +54,7 @@ from hatp.gateway import HumanGateway
 from hatp.mcp._advert import HatpAdvert, Role
 from hatp.mcp._install import install
 from hatp.mcp._rpc import method
+from hatp.mcp._tool_results import refusal_result, tool_result
 from hatp.mcp._wire import (
     CALL_APPROVAL_TOOL,
     EXTENSION_ID,
@@ -63,7 +65,11 @@ from hatp.mcp._wire import (
 )
 from hatp.version import PROTOCOL_VERSION
 
-__all__ = ["GatewayExtension", "serve_gateway"]
+__all__ = ["HANDSHAKE_WAIT_SECONDS", "GatewayExtension", "serve_gateway"]
+
+#: How long one round of ``request_call_approval`` waits for people on a 2025 session,
+#: well inside the usual client timeout of 60 s (the TypeScript SDK's default).
+HANDSHAKE_WAIT_SECONDS = 20.0
 
 
 class GatewayExtension(Extension):
@@ -116,9 +122,10 @@ class GatewayExtension(Extension):
                     "name": CALL_APPROVAL_TOOL,
                     "description": (
                         "Ask people to approve one exact tool call (a hatp CallRequest). "
-                        "Answers input_required while they decide (call again with the "
-                        "requestState), then the signed CallApproval to pass the gated server "
-                        "in _meta['dev.hatp/approval']."
+                        "While they decide it answers input_required (call again with the "
+                        "requestState) or, on a 2025 protocol version, the signed pending "
+                        "vote (call again with the same request); then the signed "
+                        "CallApproval to pass the gated server in _meta['dev.hatp/approval']."
                     ),
                 },
             )
@@ -194,23 +201,38 @@ class GatewayExtension(Extension):
         self, request: dict[str, Any], ctx: Context
     ) -> types.CallToolResult | types.InputRequiredResult:
         """One round of the call-approval loop: ask (first round) or poll the ask named by
-        the sealed ``requestState``; ``input_required`` while open, else the approval."""
+        the sealed ``requestState``; ``input_required`` while open, else the approval.
+
+        A session on a protocol version that has no ``input_required`` (every 2025
+        version) gets a plain result instead: the signed pending vote, and words
+        saying to call again with the same request (the same ``requestId`` and terms
+        name the same ask, [GW-ASK-ONCE]), after waiting up to
+        :data:`HANDSHAKE_WAIT_SECONDS` for people to decide."""
+        rounds = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
         try:
-            ask_id = ctx.request_state
+            ask_id = ctx.request_state if rounds else None
             if ask_id is None:
                 answer = await self._gateway.ask_call(request)
                 ask_id = str(answer.get("askId")) if answer.get("kind") == "pending" else None
             if ask_id is not None:
-                answer = await self._gateway.poll_call(ask_id, wait_seconds=MAX_WAIT_SECONDS)
+                wait = MAX_WAIT_SECONDS if rounds else HANDSHAKE_WAIT_SECONDS
+                answer = await self._gateway.poll_call(ask_id, wait_seconds=wait)
         except HatpError as refusal:
-            raise mcp_error(refusal) from None
-        if answer.get("kind") == "pending":
+            if rounds:
+                raise mcp_error(refusal) from None
+            return refusal_result(refusal)
+        if answer.get("kind") != "pending":
+            text = json.dumps(answer, ensure_ascii=False)
+            return tool_result(text, answer)
+        if rounds:
             return types.InputRequiredResult(
                 request_state=str(answer["askId"]), _meta={PENDING_META_KEY: answer}
             )
-        text = json.dumps(answer, ensure_ascii=False)
-        return types.CallToolResult(
-            content=[types.TextContent(type="text", text=text)], structured_content=answer
+        return tool_result(
+            f"People have not decided yet (ask {answer.get('askId')}, at "
+            f"{answer.get('gateway')}). Call {CALL_APPROVAL_TOOL} again with the same request "
+            "to keep waiting; the answer is then the signed CallApproval.",
+            answer,
         )
 
 

@@ -51,6 +51,7 @@ from hatp.errors import (
 )
 from hatp.evidence import Keyring, digest
 from hatp.lease import LeaseCommit, SystemOfRecord, check_commit_receipt, evidence_invalid
+from hatp.mcp._advert import advertised
 from hatp.mcp._install import install, tool_registry
 from hatp.mcp._wire import (
     COMMIT_RECEIPT_META_KEY,
@@ -393,8 +394,7 @@ def _fence_token(tool: LeasedTool, token: object) -> int | None:
 def _check_leased(client: Client, tool: str) -> None:
     """Refuse a tool the server does not advertise as leased: the lease would not
     guard it, and no receipt would come back."""
-    extensions = client.server_capabilities.extensions or {}
-    settings = extensions.get(LEASE_EXTENSION_ID)
+    settings = advertised(client.server_capabilities).get(LEASE_EXTENSION_ID)
     if settings is None:
         raise PeerIncompatible(
             f"the server has no {LEASE_EXTENSION_ID} extension: it leases no tool",

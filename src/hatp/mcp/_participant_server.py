@@ -7,15 +7,20 @@ in its wire form and is parsed here, so its digest is the one the coordinator
 computed), calls the :class:`~hatp.participant.ParticipantServer`, and answers
 with what it signed. Every rule stays in the participant: this module only
 carries requests and answers (docs/spec.md §21).
+
+A stock MCP host, which sends no hatp method, reads a branch's status through
+the read-only tool :data:`BRANCH_STATUS_TOOL`: the same BranchStatus, as a tool
+result (a refusal is an ``isError`` result, :mod:`hatp.mcp._tool_results`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Annotated, Any, Final
 
+import mcp_types as types
 from mcp.server.context import ServerRequestContext
-from mcp.server.extension import Extension, MethodBinding
+from mcp.server.extension import Extension, MethodBinding, ToolBinding
 from mcp.server.mcpserver import MCPServer
 from pydantic import Field
 
@@ -23,12 +28,14 @@ from hatp.evidence import PublicKey
 from hatp.mcp._advert import HatpAdvert, OperationAdvert
 from hatp.mcp._install import install
 from hatp.mcp._rpc import HatpParams, method
+from hatp.mcp._tool_results import answer_or_refusal, tool_result
 from hatp.mcp._wire import EXTENSION_ID, METHODS
-from hatp.model import Preconditions, Tier, parse_plan
+from hatp.model import BranchState, BranchStatus, Preconditions, Tier, parse_plan
 from hatp.participant import Operation, ParticipantServer
 from hatp.version import PROTOCOL_VERSION
 
 __all__ = [
+    "BRANCH_STATUS_TOOL",
     "BranchParams",
     "CommitParams",
     "CompensateParams",
@@ -40,6 +47,12 @@ __all__ = [
 ]
 
 Ctx = ServerRequestContext[Any, Any]
+
+#: The read-only tool a stock MCP host calls for ``txn/status``'s answer.
+BRANCH_STATUS_TOOL: Final = "hatp_branch_status"
+
+_TxnId = Annotated[str, Field(min_length=1, description="the transaction's id (its plan's txnId)")]
+_BranchId = Annotated[str, Field(min_length=1, description="the branch's id in that plan")]
 
 
 class StatusParams(HatpParams):
@@ -92,7 +105,9 @@ class ParticipantExtension(Extension):
     ``txn/abort``, ``txn/compensate``, ``txn/renew`` and ``txn/status`` under
     ``dev.hatp/``. A refusal goes back as a JSON-RPC error carrying the
     participant's typed error; params that do not fit are refused with
-    ``PEER_INCOMPATIBLE`` (reason ``METHOD``).
+    ``PEER_INCOMPATIBLE`` (reason ``METHOD``). Its one tool,
+    :data:`BRANCH_STATUS_TOOL`, answers ``txn/status`` to a host that sends no
+    hatp method.
 
     Raises:
         ValueError: ``keys`` is empty.
@@ -136,6 +151,35 @@ class ParticipantExtension(Extension):
             method(METHODS["txn/renew"], BranchParams, self._renew),
             method(METHODS["txn/status"], StatusParams, self._status),
         ]
+
+    def tools(self) -> Sequence[ToolBinding]:
+        """The read-only tool :data:`BRANCH_STATUS_TOOL` (``{txnId, branchId}``)."""
+        return [
+            ToolBinding(
+                self._branch_status,
+                kwargs={
+                    "name": BRANCH_STATUS_TOOL,
+                    "description": (
+                        f"Where one branch of a hatp transaction stands at {self._advert.id}; "
+                        "changes nothing. Answers structuredContent {status: BranchStatus}: "
+                        "state (prepared, refused, committed, aborted, compensated, or unknown "
+                        "when this participant was never asked), the highest fence seen, the "
+                        "last receipt it signed, and flags."
+                    ),
+                    "annotations": types.ToolAnnotations(
+                        read_only_hint=True, open_world_hint=False
+                    ),
+                },
+            )
+        ]
+
+    # The parameters are named as the tool's arguments are on the wire (camelCase).
+    async def _branch_status(self, txnId: _TxnId, branchId: _BranchId) -> types.CallToolResult:
+        async def read() -> types.CallToolResult:
+            status = await self._participant.status(txnId, branchId)
+            return tool_result(_status_line(status), {"status": status.to_wire()})
+
+        return await answer_or_refusal(BRANCH_STATUS_TOOL, read)
 
     async def _prepare(self, p: PlanParams, ctx: Ctx) -> Mapping[str, Any]:
         receipt = await self._participant.prepare(parse_plan(p.plan), p.branch_id, p.fence)
@@ -184,6 +228,26 @@ def serve_hatp(
         RuntimeError: this ``mcp`` SDK cannot add an extension to a built server.
     """
     install(server, ParticipantExtension(participant, keys=keys))
+
+
+def _status_line(status: BranchStatus) -> str:
+    """One line a person or a model reads: which branch, its state, and what it holds."""
+    receipt = status.receipt or {}
+    details: list[str] = []
+    if status.state is BranchState.UNKNOWN:
+        details.append("this participant was never asked about it")
+    elif status.state is BranchState.PREPARED and receipt.get("leaseExpiresAt"):
+        details.append(f"hold until {receipt['leaseExpiresAt']}")
+    elif status.state is BranchState.REFUSED and receipt.get("reason"):
+        details.append(f"because {receipt['reason']}")
+    if status.state is not BranchState.UNKNOWN:
+        details.append(f"fence {status.fence}")
+    if status.flags:
+        details.append("flags: " + ", ".join(status.flags))
+    return (
+        f"branch {status.branch_id} of {status.txn_id} at {status.participant}: "
+        f"{status.state.value} ({'; '.join(details)})"
+    )
 
 
 def _operation_advert(operation: Operation) -> OperationAdvert:

@@ -8,7 +8,9 @@ record events, :class:`BranchStore` a participant's state per branch,
 its call once), and :class:`LeaseBook` a system of record's compensation
 leases, epochs and rejection receipts; :class:`PasskeyBook` the gateway's
 spent passkey nonces and each passkey's sign count; :class:`WebBook` the
-approver page's sign-in challenges, sessions and passkey invitations.
+approver page's sign-in challenges, sessions and passkey invitations;
+:class:`GateAsks` the asks a tool server made of the gateway itself, for
+calls that came without an approval (one open ask per call and requester).
 Each database records its schema revision: :func:`open_store` creates a
 fresh one and refuses one behind (:func:`upgrade_store`, ``hatp db upgrade``,
 brings it up; :func:`schema_status` reports it). Async code calls a store
@@ -19,6 +21,7 @@ The durability rules are in ``docs/spec.md`` ([STORE-DURABLE] and after).
 from hatp.store._asks import AskKind, AskRow, AskState, AskStore
 from hatp.store._branches import BranchRow, BranchStore
 from hatp.store._engine import Store, open_store, schema_status, upgrade_store
+from hatp.store._gate_asks import GateAsk, GateAsks
 from hatp.store._leases import LeaseBook, LeaseRow, LeaseStatus
 from hatp.store._log import DecisionLog, TxnRow
 from hatp.store._migrate import Found, Migrations, SchemaStatus
@@ -38,6 +41,8 @@ __all__ = [
     "ChallengePurpose",
     "DecisionLog",
     "Found",
+    "GateAsk",
+    "GateAsks",
     "LeaseBook",
     "LeaseRow",
     "LeaseStatus",

@@ -112,6 +112,30 @@ used_approval = sa.Table(
     sqlite_with_rowid=False,
 )
 
+#: A tool server's asks to the Human Gateway for calls made without an approval (stock
+#: MCP clients): one open ask at most per call and requester, and every one asked before.
+gate_ask = sa.Table(
+    "hatp_gate_ask",
+    metadata,
+    sa.Column("call_key", sa.Text, primary_key=True),  # hex SHA-256 of the call and requester
+    sa.Column("seq", sa.Integer, primary_key=True, autoincrement=False),  # 1, 2, ... per key
+    sa.Column("request_id", sa.Text, nullable=False),  # the CallRequest's requestId
+    sa.Column("server", sa.Text, nullable=False),
+    sa.Column("tool", sa.Text, nullable=False),
+    sa.Column("call_digest", sa.Text, nullable=False),
+    sa.Column("agent", sa.Text, nullable=False),
+    sa.Column("on_behalf_of", sa.Text, nullable=False),
+    sa.Column("ask_id", sa.Text, nullable=True),  # the gateway's, once it answered
+    sa.Column("asked_at", sa.BigInteger, nullable=False),
+    sa.Column("decide_by", sa.BigInteger, nullable=False),
+    sa.Column("closed_at", sa.BigInteger, nullable=True),
+    sa.Column("closed_why", sa.Text, nullable=True),
+    # call_key while the ask is open, NULL once closed: unique, so a key has one open ask.
+    sa.Column("open_key", sa.Text, nullable=True),
+    sa.UniqueConstraint("request_id", name="uq_hatp_gate_ask_request"),
+    sa.UniqueConstraint("open_key", name="uq_hatp_gate_ask_open"),
+)
+
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MS = timedelta(milliseconds=1)
 

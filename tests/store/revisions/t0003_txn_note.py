@@ -1,4 +1,4 @@
-"""A second revision, for tests only: a column on hatp_txn, by copying the table.
+"""A revision after hatp's own, for tests only: a column on hatp_txn, by copying the table.
 
 SQLite cannot add a column under a constraint change in place, so Alembic's
 batch mode copies the table and drops the old one; ``recreate="always"`` makes
@@ -6,8 +6,8 @@ it do so here, the path on which rows are lost if anything is wrong (hatp_txn's
 drop would cascade to every record event were foreign keys on). Plus an index
 on the gateway's asks by transaction and state.
 
-Revision ID: t0002
-Revises: 0001
+Revision ID: t0003
+Revises: 0002
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "t0002"
-down_revision = "0001"
+revision = "t0003"
+down_revision = "0002"
 branch_labels = None
 depends_on = None
 

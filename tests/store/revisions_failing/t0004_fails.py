@@ -1,15 +1,15 @@
-"""A revision that fails half-way, for tests only: after t0002 changed hatp_txn.
+"""A revision that fails half-way, for tests only: after t0003 changed hatp_txn.
 
-Revision ID: t0003
-Revises: t0002
+Revision ID: t0004
+Revises: t0003
 """
 
 from __future__ import annotations
 
 from alembic import op
 
-revision = "t0003"
-down_revision = "t0002"
+revision = "t0004"
+down_revision = "t0003"
 branch_labels = None
 depends_on = None
 
