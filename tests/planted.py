@@ -47,8 +47,10 @@ from txn_records import (
     ERIN,
     GATEWAY,
     TxnBuilder,
+    hold_preview,
     holds_first_trip,
     lapsed_trip,
+    price_changed_trip,
     signed_card,
     trip_plan,
 )
@@ -428,6 +430,33 @@ def _txn_aborted_hold_left() -> Any:
     return b.aborted("calendar", "pay", "hotel").outcome("aborted").sealed()
 
 
+def _txn_preview_misstated() -> Any:
+    # The terms people approve show the hotel's hold for alice; the hotel signed dana's.
+    return holds_first_trip(misstated={"hotel": hold_preview("hotel", holder="alice")})
+
+
+def _txn_preview_changed_after_approval() -> Any:
+    # After finance approved, the flight's hold is placed again for someone else, and
+    # committed: not what people were shown.
+    return holds_first_trip(replaced_with=hold_preview("flight", holder="mallory"))
+
+
+def _txn_effect_hidden() -> Any:
+    # The card was charged 1985.00 against a predicted 1900.00 (at most 1950.00); the
+    # record says nothing of it: no txn.effect, no effectDiffers.
+    return price_changed_trip(stated=None, flagged=False)
+
+
+def _txn_effect_flag_removed() -> Any:
+    # The difference is judged, but the outcome's effectDiffers flag was left out.
+    return price_changed_trip(flagged=False)
+
+
+def _txn_effect_beyond_bound() -> Any:
+    # 1985.00 is beyond the approved bound of 1950.00, yet the record calls it within bounds.
+    return price_changed_trip(stated="within-bounds", flagged=False)
+
+
 def _txn_attention_hold_unnamed() -> Any:
     # The card is named held, but the seat was never released either, and is not named.
     b = TxnBuilder().voted(approval="reject").decided("abort", "finance rejected the spend")
@@ -722,6 +751,21 @@ CASES: tuple[Planted, ...] = (
     Planted("txn-aborted-hold-left", "TXN-SETTLED", "record",
             "the outcome says aborted, but the seat's hold was never released",
             _txn_aborted_hold_left),
+    Planted("txn-preview-misstated", "TXN-PREVIEW", "record",
+            "the terms people approved state a hold's preview other than its participant signed",
+            _txn_preview_misstated),
+    Planted("txn-preview-changed-after-approval", "TXN-PREVIEW", "record",
+            "a hold placed again after the approval, with another preview, is committed so",
+            _txn_preview_changed_after_approval),
+    Planted("txn-effect-hidden", "TXN-EFFECT", "record",
+            "the card was charged beyond its predicted preview's bound; the record is silent",
+            _txn_effect_hidden),
+    Planted("txn-effect-flag-removed", "TXN-EFFECT", "record",
+            "the difference is judged, but the outcome's effectDiffers flag was removed",
+            _txn_effect_flag_removed),
+    Planted("txn-effect-beyond-bound", "TXN-EFFECT", "record",
+            "the observed amount is beyond the approved bound, yet stated within bounds",
+            _txn_effect_beyond_bound),
     Planted("txn-attention-hold-unnamed", "TXN-SETTLED", "record",
             "needs-attention names the card held, but the seat is held too and not named",
             _txn_attention_hold_unnamed),

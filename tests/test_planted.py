@@ -23,6 +23,7 @@ from txn_records import KEYS as TXN_KEYS
 from txn_records import (
     committed_trip,
     lapsed_trip,
+    price_changed_trip,
     rejected_trip,
     unwound_trip,
 )
@@ -40,7 +41,17 @@ def test_the_untampered_record_passes_every_rule() -> None:
     assert attempt(case) == set()
 
 
-@pytest.mark.parametrize("build", [committed_trip, rejected_trip, unwound_trip, lapsed_trip])
+@pytest.mark.parametrize(
+    "build",
+    [
+        committed_trip,
+        rejected_trip,
+        unwound_trip,
+        lapsed_trip,
+        price_changed_trip,
+        lambda: price_changed_trip("1940.00", stated="within-bounds", flagged=False),
+    ],
+)
 def test_the_honest_transaction_records_pass_every_rule(build: Callable[[], object]) -> None:
     """[TXN-PLAN] … [TXN-OUTCOME]: what the txn cases are built from verifies."""
     assert attempt(Planted("good", "-", "record", "honest", build)) == set()
@@ -114,6 +125,7 @@ def test_every_switchable_check_in_the_code_has_a_planted_violation() -> None:
         | set(_switch_offs("http/test_serve_callers.py"))
         | set(_switch_offs("http/test_serve_refusals.py"))
         | set(_switch_offs("mcp/test_gate_stock.py"))
+        | set(_switch_offs("coordinator/test_effects.py"))
     )
     assert switches <= planted, f"checks with no planted violation: {switches - planted}"
 

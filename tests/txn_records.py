@@ -196,6 +196,9 @@ class TxnBuilder:
         self.writer = RecordWriter(self.txn_id, self.clock)
         #: Each hold's horizon, from its latest logged prepare or replace receipt.
         self.horizons: dict[str, str] = {}
+        #: The effect preview each branch's yes vote signs, and what its commit observed.
+        self.previews: dict[str, dict[str, Any]] = {}
+        self.observations: dict[str, dict[str, Any]] = {}
 
     def now(self) -> str:
         return format_time(self.clock.now())
@@ -220,6 +223,7 @@ class TxnBuilder:
             "holdHorizon": format_time(lease + timedelta(minutes=10)) if hold else None,
             "preconditions": {"versions": {branch_id: "v7"}, "scope": "write"} if dry_run else None,
             "cost": self._amount(branch_id) if vote == "yes" else None,
+            "preview": self.previews.get(branch_id) if vote == "yes" else None,
             "time": self.now(),
             **change,
         }
@@ -333,6 +337,7 @@ class TxnBuilder:
             "outcome": outcome,
             "undoToken": f"undo-{branch_id}-1" if committing and tier == "compensate" else None,
             "effect": {"done": f"{branch_id} {outcome}"},
+            "observed": self.observations.get(branch_id) if committing else None,
             "time": self.now(),
             **change,
         }
@@ -526,14 +531,23 @@ class TxnBuilder:
         self.event("txn.renewed", branchId=branch_id, receipt=receipt)
         return self
 
-    def termed(self, *, longer: Mapping[str, float] | None = None) -> str:
+    def termed(
+        self,
+        *,
+        longer: Mapping[str, float] | None = None,
+        misstated: Mapping[str, dict[str, Any]] | None = None,
+    ) -> str:
         """Holds-first: state the holds' terms (txn.terms) from their logged prepare
         receipts and the deadline in force, each hold in ``longer`` stated as held that
-        many seconds past its horizon; return the terms' digest."""
+        many seconds past its horizon, and each step's signed preview (those in
+        ``misstated`` stated otherwise); return the terms' digest."""
         holds = []
+        previews: dict[str, Any] = {}
         for event in self.writer.events():
             body = event["body"]
             receipt = body.get("receipt") if event["type"] == "txn.prepared" else None
+            if receipt and receipt.get("preview") is not None:
+                previews[body["branchId"]] = receipt["preview"]
             if receipt and receipt.get("holdHorizon"):
                 extra = timedelta(seconds=(longer or {}).get(body["branchId"], 0.0))
                 horizon = format_time(parse_time(receipt["holdHorizon"]) + extra)
@@ -551,6 +565,7 @@ class TxnBuilder:
             "planDigest": self.plan_digest,
             "holds": holds,
             "approveBy": min([*deadlines, self.plan["deadlines"]["decideBy"]]),
+            "previews": {**previews, **(misstated or {})},
         }
         self.event("txn.terms", terms=terms, termsDigest=digest(terms))
         return digest(terms)
@@ -638,6 +653,11 @@ class TxnBuilder:
         self.event("txn.held", branchId=branch_id, step="txn.aborted", error=error)
         return self
 
+    def effect(self, branch_id: str, verdict: str, certainty: str = "predicted") -> TxnBuilder:
+        """How the branch's commit compares with its preview [COORD-EFFECT]."""
+        self.event("txn.effect", branchId=branch_id, certainty=certainty, verdict=verdict)
+        return self
+
     def outcome(self, state: str, **body: Any) -> TxnBuilder:
         self.event("txn.outcome", state=state, **body)
         return self
@@ -691,6 +711,49 @@ def committed_trip() -> dict[str, Any]:
     return b.committed(*COMMIT_ORDER).outcome("committed").sealed()
 
 
+#: The card's preview: predicted, as the bank sets the exchange rate at capture, at most 1950.
+PAY_PREVIEW: dict[str, Any] = {
+    "certainty": "predicted",
+    "summary": "charge card corp-visa-4242 1900.00 USD",
+    "changes": [
+        {
+            "resource": "card corp-visa-4242",
+            "kind": "charge",
+            "field": None,
+            "before": None,
+            "after": None,
+            "amount": {"value": "1900.00", "currency": "USD"},
+            "at": None,
+        }
+    ],
+    "bound": {"value": "1950.00", "currency": "USD"},
+}
+
+
+def observed_charge(value: str) -> dict[str, Any]:
+    """What the card's commit observed: the same charge, of ``value`` USD."""
+    change = {**PAY_PREVIEW["changes"][0], "amount": {"value": value, "currency": "USD"}}
+    return {"summary": f"charge card corp-visa-4242 {value} USD", "changes": [change]}
+
+
+def price_changed_trip(
+    value: str = "1985.00", *, stated: str | None = "differs", flagged: bool = True
+) -> dict[str, Any]:
+    """COMMITTED; the card was charged ``value`` against a predicted 1900.00 (at most
+    1950.00). The record states ``stated`` for it (None: no txn.effect event) and, if
+    ``flagged``, names it in the outcome's ``effectDiffers``."""
+    b = TxnBuilder()
+    b.previews["pay"] = PAY_PREVIEW
+    b.observations["pay"] = observed_charge(value)
+    b.voted().decided("commit")
+    for branch_id in COMMIT_ORDER:
+        b.committed(branch_id)
+        if branch_id == "pay" and stated is not None:
+            b.effect("pay", stated)
+    body: dict[str, Any] = {"effectDiffers": ["pay"]} if flagged else {}
+    return b.outcome("committed", **body).sealed()
+
+
 def rejected_trip() -> dict[str, Any]:
     """Every vote yes, finance rejects, everything released: ABORTED."""
     b = TxnBuilder().voted(approval="reject").decided("abort", "finance rejected the spend")
@@ -737,16 +800,68 @@ def lapsed_trip(*, flight_lease: datetime | None = None) -> dict[str, Any]:
     return b.outcome("needs-recovery").sealed()
 
 
-def holds_first_trip(*, longer: Mapping[str, float] | None = None) -> dict[str, Any]:
-    """Holds-first: every branch votes, the terms are stated (the holds' ends, and
-    decideBy, well inside them; ``longer``: misstated, see :meth:`TxnBuilder.termed`),
-    finance approves plan and terms: COMMITTED."""
+def hold_preview(branch_id: str, holder: str = "dana") -> dict[str, Any]:
+    """An exact preview of the hold ``branch_id``: it is ticketed for ``holder``."""
+    return {
+        "certainty": "exact",
+        "summary": f"book {branch_id}: holder (none) → {holder}",
+        "changes": [
+            {
+                "resource": branch_id,
+                "kind": "book",
+                "field": "holder",
+                "before": None,
+                "after": holder,
+                "amount": None,
+                "at": None,
+            }
+        ],
+        "bound": None,
+    }
+
+
+def holds_first_trip(
+    *,
+    longer: Mapping[str, float] | None = None,
+    misstated: Mapping[str, dict[str, Any]] | None = None,
+    replaced_with: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Holds-first: every branch votes (the holds with their previews), the terms are
+    stated (the holds' ends, decideBy well inside them, the previews; ``longer`` and
+    ``misstated``: misstated, see :meth:`TxnBuilder.termed`), finance approves plan and
+    terms: COMMITTED. ``replaced_with``: after the approval, the flight's hold is placed
+    again (same lease) with this preview, and committed so."""
     b = TxnBuilder(trip_plan(mode="holds-first")).planned()
+    b.previews.update({bid: hold_preview(bid) for bid in ("flight", "hotel")})
     for branch_id in BRANCHES:
         b.prepared(branch_id)
-    terms_digest = b.termed(longer=longer)
-    b.approved(approval=b.approval(terms_digest=terms_digest)).decided("commit")
-    return b.committed(*COMMIT_ORDER).outcome("committed").sealed()
+    first = next(
+        e["body"]["receipt"]
+        for e in b.writer.events()
+        if e["type"] == "txn.prepared" and e["body"]["branchId"] == "flight"
+    )
+    terms_digest = b.termed(longer=longer, misstated=misstated)
+    b.approved(approval=b.approval(terms_digest=terms_digest))
+    if replaced_with is not None:
+        b.replaced(
+            "flight",
+            preview=replaced_with,
+            leaseExpiresAt=first["leaseExpiresAt"],
+            holdHorizon=first["holdHorizon"],
+        )
+    b.decided("commit")
+    for branch_id in COMMIT_ORDER:
+        preview = replaced_with if branch_id == "flight" and replaced_with else None
+        preview = preview or b.previews.get(branch_id)
+        if preview is not None:  # the hold did as its last vote previewed
+            b.observations[branch_id] = {
+                "summary": preview["summary"],
+                "changes": preview["changes"],
+            }
+        b.committed(branch_id)
+        if preview is not None:
+            b.effect(branch_id, "as-previewed", "exact")
+    return b.outcome("committed").sealed()
 
 
 def sold_out_trip() -> dict[str, Any]:

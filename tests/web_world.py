@@ -28,7 +28,7 @@ from hatp.clock import Clock, ManualClock
 from hatp.coordinator import Coordinator, Outcome
 from hatp.demo import TripWorld, trip_plan
 from hatp.demo._people import DIRECTORY
-from hatp.demo.trip import GATEWAY
+from hatp.demo.trip import GATEWAY, CaptureFee
 from hatp.directory import PasskeyEnrolment, well_known
 from hatp.evidence._b64 import b64url_decode
 from hatp.gateway import (
@@ -149,13 +149,19 @@ async def vote(
 
 
 def open_web_served(
-    folder: Path, store: Store, *, origin: str = ORIGIN, clock: Clock | None = None
+    folder: Path,
+    store: Store,
+    *,
+    origin: str = ORIGIN,
+    clock: Clock | None = None,
+    capture_fee: CaptureFee | None = None,
 ) -> WebServed:
     """The trip world in ``folder``, every card on the web channel, its asks and log on
     ``store``; the approver page at ``origin`` (default :data:`ORIGIN`), on ``clock``
-    (default a manual clock at :data:`~serve_world.START`)."""
+    (default a manual clock at :data:`~serve_world.START`); the card's bank adds
+    ``capture_fee`` at capture, if given (its charges previewed as predicted)."""
     clock = clock or ManualClock(START)
-    world = TripWorld.open(folder, clock, channels=(WEB,))
+    world = TripWorld.open(folder, clock, channels=(WEB,), capture_fee=capture_fee)
     channel = WebChannel(clock)
     gateway = HumanGateway(
         GATEWAY,

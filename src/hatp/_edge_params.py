@@ -324,6 +324,11 @@ class TxnStateAnswer(WireModel):
 
     txn_id: str
     state: TxnState
+    effect_differs: list[str] | None = Field(
+        default=None,
+        description="an ended transaction: the steps that committed other than their approved "
+        "preview (absent when none did)",
+    )
 
 
 class TxnSummary(WireModel):

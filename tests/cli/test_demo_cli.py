@@ -26,6 +26,7 @@ EXPECTED = {
     "slow-approver": ("committed", "txn.mode"),
     "holds-first": ("committed", "txn.terms"),
     "late-answer": ("needs-recovery", "txn.recovery-offered"),
+    "price-changed": ("committed", "txn.effect"),
 }
 
 

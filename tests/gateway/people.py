@@ -123,6 +123,7 @@ def hold_terms(req: ApprovalRequest, **changes: Any) -> dict[str, Any]:
             }
         ],
         "approveBy": format_time(TERMS_APPROVE_BY),
+        "previews": {},
         **changes,
     }
 

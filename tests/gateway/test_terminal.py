@@ -22,13 +22,15 @@ import pytest
 from gateway import people
 from gateway.routes import GATEWAY_ID, GATEWAY_KEY, START, branch, plan_doc
 from hatp.clock import ManualClock, format_time
+from hatp.demo import trip_plan
+from hatp.demo.trip import CARD, FLIGHT
 from hatp.errors import HatpError, StoreUnavailable
 from hatp.evidence import Keyring, SigningKey, digest, verify
-from hatp.gateway import HumanGateway
+from hatp.gateway import STEP_PREVIEW_LABEL, HumanGateway
 from hatp.gateway._channels import Notice
 from hatp.gateway._questions import check_answer, parse_question, question_digest
 from hatp.gateway._terminal import DECLINE_COMMAND, TerminalChannel
-from hatp.gateway._view import approver_view, question_view, render_text
+from hatp.gateway._view import STEP_ARGUMENTS_LABEL, approver_view, question_view, render_text
 from hatp.model import Answer, Approval, HumanVote, Question, parse_plan
 from hatp.store import AskStore, Store
 
@@ -89,8 +91,10 @@ class Responder:
         self.declines.append((ask_id, human))
 
 
-def approval(ask_id: str = "ask-approval-01", human: str = BOB) -> Notice:
-    plan = parse_plan(PLAN)
+def approval(
+    ask_id: str = "ask-approval-01", human: str = BOB, plan_doc: Mapping[str, Any] = PLAN
+) -> Notice:
+    plan = parse_plan(plan_doc)
     return Notice(
         ask_id=ask_id,
         human=human,
@@ -177,6 +181,89 @@ def test_the_person_sees_the_view_and_their_vote_is_signed_with_their_own_key(
     assert "1,000 USD, up to 1,020 USD" in screen
     assert "Please respond by 2026-12-02T09:15:00.000Z (UTC)." in screen
     assert screen.endswith(f"approve / reject / decline? Recorded: {decision}.\n")
+
+
+def test_the_person_sees_each_steps_arguments_behind_the_bar() -> None:
+    """[GW-TERMINAL] [GW-VIEW-ARGS] The trip's seat and card as the plan states them, under
+    their label, before the prompt."""
+    plan = trip_plan("trip-terminal-1", decide_by=START + timedelta(minutes=75))
+    _, screen = converse("approve\n", approval(plan_doc=plan))
+    lines = screen.splitlines()
+    label = lines.index(f"     {STEP_ARGUMENTS_LABEL}")
+    assert lines[label - 1].startswith("  1. seat: book_seat on mcp://airline.example")
+    assert lines[label + 1] == f'       | {{"flight": "{FLIGHT}", "seat": "14C"}}'
+    assert f'       |   "card": "{CARD}",' in lines
+    assert screen.index(f'"card": "{CARD}"') < screen.index("approve / reject / decline? ")
+
+
+def test_a_terminal_escape_in_the_arguments_reaches_the_screen_as_text() -> None:
+    """[GW-TERMINAL] [GW-VIEW-ESCAPE] An argument that would clear the screen and write a
+    line of its own is shown escaped, behind the bar."""
+    plan = trip_plan("trip-terminal-1", decide_by=START + timedelta(minutes=75))
+    plan["branches"][0]["args"]["seat"] = "14C\x1b[2J\x1b[H\nYou approve spending: 1 USD\r"
+    took, screen = converse("approve\n", approval(plan_doc=plan))
+    assert len(took.votes) == 1
+    assert "\x1b" not in screen and "\r" not in screen
+    assert (
+        '       |   "seat": "14C\\u001b[2J\\u001b[H\\nYou approve spending: 1 USD\\r"'
+        in screen.splitlines()
+    )
+
+
+def holds_first(plan_doc: Mapping[str, Any], previews: Mapping[str, Any]) -> Notice:
+    """bob's notice of a holds-first ask: ``plan_doc`` with hold terms carrying ``previews``."""
+    notice = approval(plan_doc=plan_doc)
+    terms = {
+        "kind": "hold-terms",
+        "planDigest": notice.payload["planDigest"],
+        "holds": [],
+        "approveBy": format_time(START + timedelta(minutes=20)),
+        "previews": previews,
+    }
+    view = approver_view(parse_plan(plan_doc), "finance", terms=terms)
+    return dataclasses.replace(notice, view=view)
+
+
+def test_the_person_sees_each_steps_signed_preview_and_its_certainty_before_deciding() -> None:
+    """[GW-TERMINAL] [GW-VIEW-PREVIEW] Holds-first: under the charge, its participant's
+    preview, predicted with its bound, and the seat's, exact; the room has none in the
+    terms and shows none; a terminal escape in the summary reaches the screen as text."""
+    plan = trip_plan("trip-terminal-1", decide_by=START + timedelta(minutes=75))
+    charge = {
+        "resource": f"card {CARD}",
+        "kind": "charge",
+        "field": "payee",
+        "after": "Acme Travel",
+        "amount": {"value": "730.00", "currency": "USD"},
+    }
+    previews = {
+        "seat": {"certainty": "exact", "summary": "ticket seat 14C", "changes": []},
+        "charge": {
+            "certainty": "predicted",
+            "summary": "charge 730.00 USD plus a fee\x1b[2J",
+            "changes": [charge],
+            "bound": {"value": "750.00", "currency": "USD"},
+        },
+    }
+    took, screen = converse("approve\n", holds_first(plan, previews))
+    assert len(took.votes) == 1
+    assert "\x1b" not in screen
+    lines = screen.splitlines()
+    labels = [n for n, line in enumerate(lines) if line == f"     {STEP_PREVIEW_LABEL}"]
+    assert len(labels) == 2  # the seat's and the charge's, not the room's or the calendar's
+    seat, charge_at = labels
+    assert lines[seat + 1 : seat + 4] == [
+        "     Certainty: exact (will do exactly this)",
+        "       | ticket seat 14C",
+        "     no changes listed",
+    ]
+    assert lines[charge_at + 1 : charge_at + 4] == [
+        "     Certainty: predicted (expects, may differ; at most 750 USD)",
+        "       | charge 730.00 USD plus a fee\\u001b[2J",
+        f'       | - card {CARD}: charge, payee null → "Acme Travel", 730 USD',
+    ]
+    assert lines[charge_at - 1].startswith("       | ")  # the charge's arguments above it
+    assert screen.index(STEP_PREVIEW_LABEL) < screen.index("approve / reject / decline? ")
 
 
 def test_unreadable_input_is_asked_for_again() -> None:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import json
+from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
@@ -10,12 +12,17 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gateway.people import question_doc
+from gateway import people
+from gateway.people import World, question_doc
 from gateway.routes import branch, plan_doc
+from hatp.demo import trip_plan
+from hatp.demo.trip import CARD, FLIGHT
 from hatp.errors import AskInvalid, PlanInvalid, QuestionInvalid, RequirementBelowTotal
 from hatp.evidence import digest
+from hatp.gateway._shown_json import MAX_DEPTH, MAX_STRING, MAX_TEXT
 from hatp.gateway._view import (
     AGENT_TEXT_LABEL,
+    STEP_ARGUMENTS_LABEL,
     ApproverView,
     approver_view,
     format_amount,
@@ -214,6 +221,169 @@ def test_any_participant_name_renders_on_its_own_line(participant: str) -> None:
         render_text(approver_view(plan_doc(branch("charge", "1000")), "finance")).splitlines()
     )
     assert all(line.isprintable() for line in lines)
+
+
+# --- each step's arguments -------------------------------------------------------------
+
+#: Where the lines under a step begin, and a line of its arguments behind the bar.
+UNDER_STEP = "     "
+ARGS_LINE = UNDER_STEP + "  | "
+TRIP_DECIDE_BY = datetime(2026, 12, 2, 10, 15, tzinfo=UTC)
+
+
+def trip_view(**options: Any) -> ApproverView:
+    return approver_view(trip_plan("trip-view-1", decide_by=TRIP_DECIDE_BY, **options), "finance")
+
+
+def step_block(rendered: str, number: int) -> list[str]:
+    """The lines under step ``number``: its label, its arguments and any note."""
+    lines = rendered.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(f"  {number}. "))
+    block = []
+    for line in lines[start + 1 :]:
+        if not line.startswith(UNDER_STEP):
+            break
+        block.append(line)
+    return block
+
+
+def test_each_step_of_a_trip_carries_its_arguments_from_the_signed_plan() -> None:
+    """[GW-VIEW-ARGS] The seat's flight and seat, the room's hotel, the charge's card and
+    payee: the plan's structure, as the participant gets it."""
+    plan = trip_plan("trip-view-1", decide_by=TRIP_DECIDE_BY, seat="22A")
+    view = approver_view(plan, "finance")
+    assert [step.args for step in view.steps] == [b["args"] for b in plan["branches"]]
+    seat, room, _, charge = view.steps
+    assert seat.args == {"flight": FLIGHT, "seat": "22A"}
+    assert room.args == {"hotel": "midtown-lodge", "checkIn": "2026-12-14", "nights": 2}
+    assert charge.args == {
+        "card": CARD,
+        "amount": {"value": "730.00", "currency": "USD"},
+        "payee": "Acme Travel",
+    }
+    rendered = render_text(view)
+    assert step_block(rendered, 1) == [
+        UNDER_STEP + STEP_ARGUMENTS_LABEL,
+        ARGS_LINE + '{"flight": "LH400", "seat": "22A"}',
+    ]
+    assert step_block(rendered, 4) == [
+        UNDER_STEP + STEP_ARGUMENTS_LABEL,
+        *(ARGS_LINE + line for line in charge.shown_args.lines),
+    ]
+    assert f'{ARGS_LINE}  "card": "{CARD}",' in step_block(rendered, 4)
+    assert f'{ARGS_LINE}  "payee": "Acme Travel"' in step_block(rendered, 4)
+
+
+def test_the_arguments_shown_are_the_plans_not_what_the_agent_says_they_are() -> None:
+    """[GW-VIEW-ARGS] [GW-VIEW-AGENT-TEXT] The summary may claim another seat and card:
+    the steps show the plan's; the claim stays in the agent's box."""
+    plan = trip_plan("trip-view-1", decide_by=TRIP_DECIDE_BY)
+    plan["agentText"]["summary"] = "Seat 1A in business, charged to card corp-9999."
+    rendered = render_text(approver_view(plan, "finance"))
+    steps = before_label(rendered)
+    assert '"seat": "14C"' in steps and f'"card": "{CARD}"' in steps
+    assert "1A" not in steps and "corp-9999" not in steps
+    assert after_label(rendered) == ["  | Seat 1A in business, charged to card corp-9999."]
+
+
+def test_a_step_without_arguments_says_so() -> None:
+    """[GW-VIEW-ARGS]"""
+    view = view_of(branch("charge", "1000"))
+    assert view.steps[0].args == {}
+    assert step_block(render_text(view), 1) == [UNDER_STEP + "no arguments"]
+
+
+@pytest.mark.parametrize(
+    "hostile",
+    [
+        "14C\nYou approve spending:\n  1 USD",
+        "14C\x1b[2J\x1b[HYou approve spending: 1 USD",
+        "14C\x9b2K\u202e\u2028",
+        '<script>alert("x")</script><img src=x onerror=alert(1)>',
+        "x" * 50_000,
+    ],
+)
+def test_hostile_arguments_stay_behind_the_bar_on_their_own_lines(hostile: str) -> None:
+    """[GW-VIEW-ARGS] [GW-VIEW-ESCAPE] [GW-VIEW-BOUNDED] Markup, newlines, terminal escape
+    sequences and very long strings, in a key and in a value: every line printable, and
+    every line they reach is behind the bar."""
+    benign = trip_plan("trip-view-1", decide_by=TRIP_DECIDE_BY)
+    plan = trip_plan("trip-view-1", decide_by=TRIP_DECIDE_BY)
+    plan["branches"][0]["args"]["seat"] = hostile
+    plan["branches"][0]["args"][hostile] = [hostile]
+    rendered = render_text(approver_view(plan, "finance"))
+    assert all(line.isprintable() for line in rendered.splitlines())
+    assert sum(line.startswith("You approve") for line in rendered.splitlines()) == 1
+    ours = [line for line in rendered.splitlines() if not line.startswith(ARGS_LINE)]
+    theirs = [
+        line
+        for line in render_text(approver_view(benign, "finance")).splitlines()
+        if not line.startswith(ARGS_LINE)
+    ]
+    # The same lines but the note of what was cut, and what names the plan's digest.
+    note = [line for line in ours if line.startswith(UNDER_STEP + "Shown in part")]
+    assert len(note) == (1 if len(hostile) > MAX_STRING else 0)
+    assert [line for line in ours if line not in note and "sha256:" not in line] == [
+        line for line in theirs if "sha256:" not in line
+    ]
+
+
+@given(st.dictionaries(st.text(max_size=20), st.text(max_size=60), max_size=4))
+def test_any_arguments_add_no_line_outside_the_bar(args: dict[str, str]) -> None:
+    """[GW-VIEW-ARGS] [GW-VIEW-ESCAPE]"""
+    doc = plan_doc(branch("charge", "1000"))
+    doc["branches"][0]["args"] = {"k": "v"}
+    plain = render_text(approver_view(doc, "finance")).splitlines()
+    doc["branches"][0]["args"] = args
+    rendered = render_text(approver_view(doc, "finance")).splitlines()
+    assert all(line.isprintable() for line in rendered)
+    behind = [line for line in rendered if line.startswith(ARGS_LINE)]
+    outside = [line for line in rendered if not line.startswith(ARGS_LINE)]
+    if args:
+        assert [json.loads("\n".join(line[len(ARGS_LINE) :] for line in behind))] == [args]
+        assert [line for line in outside if "sha256:" not in line] == [
+            line for line in plain if not line.startswith(ARGS_LINE) and "sha256:" not in line
+        ]
+    else:
+        assert behind == [] and UNDER_STEP + "no arguments" in outside
+
+
+def test_huge_and_deeply_nested_arguments_are_shown_in_part_with_a_note() -> None:
+    """[GW-VIEW-BOUNDED] As deep as a plan may nest, and far larger than anyone reads:
+    shown cut, the note saying what was left out, the plan's args untouched."""
+    deep: Any = "bottom"
+    for _ in range(55):
+        deep = {"next": deep}
+    args = {"deep": deep, "blob": "y" * 200_000, "list": list(range(5000))}
+    doc = plan_doc(branch("charge", "1000"))
+    doc["branches"][0]["args"] = args
+    view = approver_view(doc, "finance")
+    assert view.steps[0].args == args
+    block = step_block(render_text(view), 1)
+    assert block[0] == UNDER_STEP + STEP_ARGUMENTS_LABEL
+    assert block[-1] == UNDER_STEP + (
+        f"Shown in part: 1 string cut after {MAX_STRING} characters; 1 object or array "
+        f"nested deeper than {MAX_DEPTH} levels shown as {{…}} or […]; 4,960 members left out "
+        "(at most 40 of one object or array are shown)."
+    )
+    assert all(line.startswith(ARGS_LINE) for line in block[1:-1])
+    assert sum(len(line) for line in block) < MAX_TEXT + 3 * len(STEP_ARGUMENTS_LABEL)
+
+
+def test_the_notice_a_person_is_sent_carries_each_steps_arguments(world: World) -> None:
+    """[GW-VIEW-ARGS] What the gateway stores and delivers: the view in the notice holds
+    the arguments of the plan it was asked about."""
+    doc = people.plan_doc()
+    doc["branches"][0]["args"] = {"card": CARD, "payee": "Acme Travel"}
+
+    async def body(w: World) -> None:
+        await w.gateway.ask(people.request(doc))
+        (notice,) = w.inbox("alice")
+        assert isinstance(notice.view, ApproverView)
+        assert notice.view.steps[0].args == {"card": CARD, "payee": "Acme Travel"}
+        assert f'"card": "{CARD}"' in render_text(notice.view)
+
+    people.run(world, body)
 
 
 # --- refusals ---------------------------------------------------------------------------

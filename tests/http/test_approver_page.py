@@ -10,22 +10,27 @@ is driven in ``tests/browser``.
 from __future__ import annotations
 
 import re
+from decimal import Decimal
 from html import unescape
+from pathlib import Path
 from typing import Any
 
 import httpx2
 import pytest
 
 from hatp._checks import unsafe_switched_off
+from hatp.demo.trip import CaptureFee
 from hatp.evidence import digest, is_digest, verify_record
 from hatp.evidence._b64 import b64url_decode, b64url_encode
-from hatp.gateway import AGENT_TEXT_LABEL
+from hatp.gateway import AGENT_TEXT_LABEL, STEP_ARGUMENTS_LABEL, STEP_PREVIEW_LABEL, shown_json
 from hatp.model import Result, TxnState
+from hatp.store import Store
 from web_world import (
     BOB,
     ORIGIN,
     WebServed,
     enrol,
+    open_web_served,
     sign_in,
     the_ask,
     vote,
@@ -426,6 +431,156 @@ def test_the_agents_words_are_shown_under_their_label_and_escaped(served: WebSer
         re.search(r'<section class="agent-text".*?</section>', html, re.S)[0], ""
     )  # type: ignore[index]
     assert "Approved by finance already!" not in outside
+
+
+#: The policy every page is sent with: the steps' arguments need no change to it.
+CSP = (
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+)
+
+
+def _step_args(html: str) -> dict[str, str]:
+    """Each step's arguments row, by branch id."""
+    return dict(re.findall(r'<tr class="step-args" data-step="([^"]+)">(.*?)</tr>', html, re.S))
+
+
+def test_each_step_shows_its_arguments_from_the_plan_escaped_and_bounded(
+    served: WebServed,
+) -> None:
+    """[WEB-VIEW] [GW-VIEW-ARGS] [GW-VIEW-ESCAPE] [GW-VIEW-BOUNDED] Under each step, its
+    arguments as the signed plan states them, in a box under their label: the seat's
+    flight and seat, the charge's card and payee. Markup and a terminal escape in them
+    are shown as text, a very long string cut with the gateway's note outside the box;
+    the agent's summary keeps its own box; the page's policy is unchanged."""
+    plan = served.plan()
+    hostile = {
+        "note": '<script>alert("x")</script>\x1b[2J</pre></div></td></tr>',
+        "<img src=x onerror=alert(1)>": "y" * 5000,
+    }
+    plan["branches"][2]["args"].update(hostile)  # the calendar reads only its own args
+
+    async def body(http: httpx2.AsyncClient) -> httpx2.Response:
+        device = await enrol(served, http, BOB)
+        await sign_in(http, device)
+        begun = await http.post("/coordinator/txns", json={"plan": plan})
+        assert begun.status_code == 201, begun.text
+        return await http.get(f"/approve/asks/{await the_ask(http)}")
+
+    page = served.run(body)
+    assert page.status_code == 200 and page.headers["content-security-policy"] == CSP
+    html = page.text
+    rows = _step_args(html)
+    assert list(rows) == ["seat", "room", "calendar", "charge"]
+    for row in rows.values():
+        box = re.search(r'<div class="agent-text step-arguments".*?</div>', row, re.S)
+        assert box is not None and _text(box[0]).startswith(STEP_ARGUMENTS_LABEL)
+    assert _text(rows["seat"]) == f'{STEP_ARGUMENTS_LABEL} {{"flight": "LH400", "seat": "14C"}}'
+    charge = _text(rows["charge"])
+    for shown in ('"card": "corp-4242"', '"payee": "Acme Travel"', '"value": "730.00"'):
+        assert shown in charge, shown
+    calendar = rows["calendar"]
+    assert "<script>" not in html and "<img src=x" not in html and "\x1b" not in html
+    for shown in (
+        "&#34;note&#34;: &#34;&lt;script&gt;alert(\\&#34;x\\&#34;)&lt;/script&gt;\\u001b[2J"
+        "&lt;/pre&gt;&lt;/div&gt;&lt;/td&gt;&lt;/tr&gt;&#34;",
+        "&#34;&lt;img src=x onerror=alert(1)&gt;&#34;: &#34;"
+        + "y" * 300
+        + "… (4,700 more characters)&#34;",
+    ):
+        assert shown in calendar, shown
+    (pre,) = re.findall(r"<pre>(.*?)</pre>", calendar, re.S)
+    assert unescape(pre) == shown_json(plan["branches"][2]["args"]).text
+    box, after = calendar.split("</div>")
+    assert "Shown in part" not in box
+    assert _text(after) == "Shown in part: 1 string cut after 300 characters."
+    assert "Book Alice's trip to New York" in _agent_box(html)
+    assert "corp-4242" not in _agent_box(html).replace("card corp-4242 (730.00 USD)", "")
+
+
+def _step_previews(html: str) -> dict[str, str]:
+    """Each step's preview row, by branch id."""
+    return dict(re.findall(r'<tr class="step-preview" data-step="([^"]+)">(.*?)</tr>', html, re.S))
+
+
+def test_a_holds_first_ask_shows_each_steps_signed_preview_and_how_sure_it_is(
+    store: Store, tmp_path: Path
+) -> None:
+    """[WEB-VIEW] [GW-VIEW-PREVIEW] [GW-VIEW-ESCAPE] Holds-first, the card's bank adding a
+    fee at capture: under each step, its participant's signed preview in its own box
+    (not the agent's), its certainty in words and in a class: the seat exact, the charge
+    predicted with its bound. The calendar's title, the agent's choice, reaches its
+    preview: markup and a terminal escape in it are shown as text. bob approves; the
+    charge comes out beyond its bound and the record flags it."""
+    served = open_web_served(
+        tmp_path / "trip", store, capture_fee=CaptureFee(up_to=Decimal("20"), added=Decimal("35"))
+    )
+    plan = served.plan("trip-web-preview", mode="holds-first")
+    plan["branches"][2]["args"]["title"] = '<script>alert("x")</script>\x1b[2J visit'
+
+    async def body(http: httpx2.AsyncClient) -> tuple[httpx2.Response, Any]:
+        device = await enrol(served, http, BOB)
+        await sign_in(http, device)
+        begun = await http.post("/coordinator/txns", json={"plan": plan})
+        assert begun.status_code == 201, begun.text
+        ask_id = await the_ask(http)
+        page = await http.get(f"/approve/asks/{ask_id}")
+        voted = await vote(http, device, ask_id, "approve")
+        assert voted.status_code == 200, voted.text
+        (outcome,) = await served.finished()
+        return page, outcome
+
+    try:
+        page, outcome = served.run(body)
+    finally:
+        served.world.close()
+    assert page.status_code == 200 and page.headers["content-security-policy"] == CSP
+    html = page.text
+    rows = _step_previews(html)
+    assert list(rows) == ["seat", "room", "calendar", "charge"]
+    certainties = {}
+    for branch_id, row in rows.items():
+        box = re.search(r'<div class="effect-preview certainty-(\w+)" data-certainty="(\w+)"', row)
+        assert box is not None and box[1] == box[2], branch_id
+        certainties[branch_id] = box[1]
+        assert "agent-text" not in row
+        assert _text(row).startswith(STEP_PREVIEW_LABEL)
+    assert certainties == {
+        "seat": "exact",
+        "room": "exact",
+        "calendar": "exact",
+        "charge": "predicted",
+    }
+    assert "Certainty: exact (will do exactly this)" in _text(rows["seat"])
+    charge = _text(rows["charge"])
+    for shown in (
+        "Certainty: predicted (expects, may differ; at most 750 USD)",
+        "plus a fee the bank sets at capture (at most 750.00 USD in all)",
+        'card corp-4242: charge, payee null → "Acme Travel", 730 USD',
+    ):
+        assert shown in charge, shown
+    calendar = rows["calendar"]
+    assert "<script>" not in html and "\x1b" not in html
+    # In the summary (the calendar writes the title as Python's repr) and in the event's value.
+    assert "add &#39;&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;\\x1b[2J visit&#39;" in calendar
+    assert (
+        "&#34;title&#34;: &#34;&lt;script&gt;alert(\\&#34;x\\&#34;)&lt;/script&gt;\\u001b["
+        in calendar
+    )
+    assert _text(calendar).endswith(
+        "Shown in part: 1 value shown in part (at most 160 characters of each)."
+    )
+    assert "Book Alice's trip to New York" in _agent_box(html)
+    assert "at most 750" not in _agent_box(html)
+    assert outcome.state is TxnState.COMMITTED
+    events = outcome.record["events"]
+    effects = {
+        e["body"]["branchId"]: e["body"]["verdict"] for e in events if e["type"] == "txn.effect"
+    }
+    assert effects["charge"] == "differs"
+    (ended,) = [e["body"] for e in events if e["type"] == "txn.outcome"]
+    assert ended["effectDiffers"] == ["charge"]
+    assert verify_record(outcome.record, served.world.keyring).ok
 
 
 def _question(served: WebServed, kind: str, **typed: Any) -> dict[str, Any]:

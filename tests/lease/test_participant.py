@@ -35,7 +35,15 @@ from hatp.lease import (
     SystemOfRecord,
     verify_receipt,
 )
-from hatp.model import BranchState, TxnState
+from hatp.model import (
+    BranchState,
+    Certainty,
+    EffectPreview,
+    EffectVerdict,
+    ObservedEffect,
+    TxnState,
+    effect_verdict,
+)
 from hatp.store import DecisionLog, LeaseStatus, Store, open_store
 from lease.participant_world import (
     BRANCH,
@@ -401,6 +409,61 @@ def test_an_abort_after_a_lost_commit_recovers_the_lease_LEASE_PARTICIPANT_ABORT
     run(server.abort("txn-1", BRANCH, 1))
     assert ticket_now(sor) == TICKET
     assert named_lease(sor, receipt).status is LeaseStatus.RECOVERED
+
+
+# --- effect previews: what the commit will change, and what it changed --------------------
+
+
+def _preview(receipt: dict[str, Any]) -> EffectPreview:
+    return EffectPreview.model_validate(receipt["preview"])
+
+
+def _observed(receipt: dict[str, Any]) -> ObservedEffect:
+    return ObservedEffect.model_validate(receipt["observed"])
+
+
+def test_a_yes_vote_previews_the_fields_its_mutation_changes_exactly(
+    sor: SystemOfRecord, apart: Store, clock: ManualClock
+) -> None:
+    """From the state the lease was verified against to the state the action leaves."""
+    _, receipt = prepared(sor, apart, clock)
+    said = _preview(receipt)
+    assert said.certainty is Certainty.EXACT
+    assert [(c.resource, c.kind, c.field, c.before, c.after) for c in said.changes] == [
+        (RESOURCE, "update", "status", "open", "closed")
+    ]
+    assert (said.bound, said.changes[0].amount) == (None, None)
+    assert said.summary == "tickets.update: update ticket/4711: status open → closed"
+
+
+def test_a_commit_observes_the_change_its_preview_said_TXN_EFFECT(
+    sor: SystemOfRecord, apart: Store, clock: ManualClock
+) -> None:
+    """Every field the mutation sets, in name order; the commit's
+    observed effect is the preview's, from the pre-image the system of record kept."""
+    server = ticket_server(apart, sor, clock)
+    both = {
+        "action": "tickets.update",
+        "params": {"id": 4711, "assignee": "erin", "status": "closed"},
+    }
+    receipt = run(server.prepare(one_branch_plan(resource=RESOURCE, mutation=both), BRANCH, 1))
+    assert [(c.field, c.before, c.after) for c in _preview(receipt).changes] == [
+        ("assignee", "dana", "erin"),
+        ("status", "open", "closed"),
+    ]
+    done = commit(server, receipt)
+    assert done["outcome"] == "committed"
+    assert effect_verdict(_preview(receipt), _observed(done)) is EffectVerdict.AS_PREVIEWED
+    assert ticket_now(sor) == {**TICKET, "status": "closed", "assignee": "erin"}
+
+
+def test_a_commit_that_finds_its_lease_applied_observes_the_same_change_TXN_EFFECT(
+    sor: SystemOfRecord, apart: Store, clock: ManualClock
+) -> None:
+    server, receipt = prepared(sor, apart, clock)
+    _applied_behind(sor, receipt)
+    done = commit(server, receipt)
+    assert effect_verdict(_preview(receipt), _observed(done)) is EffectVerdict.AS_PREVIEWED
 
 
 # --- the system of record's database ---------------------------------------------------------

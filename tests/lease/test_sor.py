@@ -147,6 +147,19 @@ def test_a_shadow_lease_stages_the_state_the_mutation_would_leave(sor: SystemOfR
     }
 
 
+def test_post_image_is_the_state_a_mutation_would_leave_and_writes_nothing(
+    sor: SystemOfRecord,
+) -> None:
+    """What a participant previews from: the action run on a copy, nothing stored."""
+    before = sor.state(RESOURCE)
+    assert sor.post_image(TICKET, CLOSE) == CLOSED
+    with pytest.raises(MutationInvalid, match=r"tickets\.delete"):
+        sor.post_image(TICKET, {"action": "tickets.delete", "params": {}})
+    with pytest.raises(MutationInvalid, match="refused its params"):
+        sor.post_image(TICKET, {"action": "tickets.update", "params": {"status": "gone"}})
+    _nothing_stored(sor, before)
+
+
 def test_an_escrow_lease_stages_the_escrow_address(sor: SystemOfRecord) -> None:
     """[SOR-GRANT] HUMAN_ESCROW stages the system's escrow address and instructions that
     name the pre-image's digest."""

@@ -17,6 +17,11 @@ def test_exported_members_exist_and_nothing_else_is_public() -> None:
         "Refuse",
         "Relay",
         "Work",
+        "change",
+        "no_preview",
+        "observed",
+        "preview",
+        "render",
     }
     for name in names:
         assert getattr(hatp.participant, name).__module__.startswith("hatp.participant")

@@ -64,6 +64,12 @@ def test_a_hold_quote_is_signed_and_states_cost_validity_lease_and_horizon_PART_
         "validUntil": "2026-12-02T09:05:00.000Z",  # HoldSeat quotes for 300 s
         "leaseSeconds": 600.0,
         "holdSeconds": 900.0,
+        "preview": {  # HoldSeat gives none: certainty none, never a made-up one
+            "certainty": "none",
+            "summary": "hold_seat gives no preview of what it will change",
+            "changes": [],
+            "bound": None,
+        },
         "time": "2026-12-02T09:00:00.000Z",
         "signature": quote["signature"],
     }

@@ -19,7 +19,19 @@ from hatp.clock import ManualClock
 from hatp.demo import CALENDAR, PARTICIPANT_IDS, TripWorld
 from hatp.errors import DriftDetected, PreconditionChanged, WritePlanUnknown
 from hatp.evidence import SigningKey
-from hatp.model import BranchState, Plan, Preconditions, TxnState, parse_plan
+from hatp.model import (
+    BranchState,
+    Certainty,
+    Change,
+    EffectPreview,
+    EffectVerdict,
+    ObservedEffect,
+    Plan,
+    Preconditions,
+    TxnState,
+    effect_verdict,
+    parse_plan,
+)
 from hatp.participant import ParticipantServer, Relay
 from hatp.store import DecisionLog, Store, open_store
 from hatp.writes import (
@@ -42,7 +54,16 @@ from writes.executor_world import (
     key_row,
     propose,
 )
-from writes.inventory import INVENTORY, AdjustStock, SetUnit, live, make_plan, registry, touch
+from writes.inventory import (
+    INVENTORY,
+    AdjustStock,
+    SetUnit,
+    live,
+    make_plan,
+    registry,
+    stock,
+    touch,
+)
 
 WRITES_ID = "mcp://ledger.acme.example"
 WRITES_KEY = SigningKey.from_seed(bytes([43]) * 32, f"{WRITES_ID}#key-1")
@@ -351,6 +372,96 @@ def test_an_undo_after_drift_leaves_the_branch_committed_WRITE_UNDO(
     assert live(store)["SKU-1"] == (40, "each", 2)  # never overwritten: a person decides
     assert run(server.status("txn-1", "stock")).state is BranchState.COMMITTED
     assert len(journal_rows(store)) == 1
+
+
+# --- effect previews: what the commit will change, and what it changed --------------------
+
+
+def _preview(receipt: dict[str, Any]) -> EffectPreview:
+    return EffectPreview.model_validate(receipt["preview"])
+
+
+def _observed(receipt: dict[str, Any]) -> ObservedEffect:
+    return ObservedEffect.model_validate(receipt["observed"])
+
+
+def _rows(changes: list[Change]) -> list[tuple[Any, ...]]:
+    return [(c.resource, c.kind, c.field, c.before, c.after) for c in changes]
+
+
+def test_a_yes_vote_previews_each_corrected_column_exactly(
+    writes: Writes, store: Store, clock: ManualClock
+) -> None:
+    """The snapshot's row before, the postcondition's after, each column that changes."""
+    unit = ("set_unit", {"sku": "SKU-2", "unit": "case"})
+    approved(writes, store, corrections=[ADJUST, unit])
+    receipt = run(write_server(store, writes, clock).prepare(one_branch_plan(), "stock", 1))
+    said = _preview(receipt)
+    assert said.certainty is Certainty.EXACT
+    assert _rows(said.changes) == [
+        ("inventory/SKU-1", "update", "on_hand", 10, 15),
+        ("inventory/SKU-1", "update", "version", 1, 2),
+        ("inventory/SKU-2", "update", "unit", "box", "case"),
+        ("inventory/SKU-2", "update", "version", 1, 2),
+    ]
+    assert said.summary.startswith("update inventory/SKU-1: on_hand 10 → 15; ")
+
+
+def test_a_commit_observes_what_its_preview_said_TXN_EFFECT(
+    writes: Writes, store: Store, clock: ManualClock
+) -> None:
+    approved(writes, store)
+    server = write_server(store, writes, clock)
+    prepared = run(server.prepare(one_branch_plan(), "stock", 1))
+    receipt = run(server.commit("txn-1", "stock", 1, prepared["planDigest"], seen(prepared)))
+    assert receipt["outcome"] == "committed"
+    assert effect_verdict(_preview(prepared), _observed(receipt)) is EffectVerdict.AS_PREVIEWED
+    assert _rows(_observed(receipt).changes) == _rows(_preview(prepared).changes)
+
+
+def test_apart_a_commit_that_finds_its_write_observes_the_same_change_TXN_EFFECT(
+    writes: Writes, store: Store, clock: ManualClock, apart: Store
+) -> None:
+    """The commit of a write an earlier attempt made: the key's stored records after."""
+    approved(writes, store)
+    server = write_server(apart, writes, clock)
+    prepared = run(server.prepare(one_branch_plan(), "stock", 1))
+    writes.execute("fix-1", 1, ORIGIN, origin=ORIGIN)
+    receipt = run(server.commit("txn-1", "stock", 1, prepared["planDigest"], seen(prepared)))
+    assert effect_verdict(_preview(prepared), _observed(receipt)) is EffectVerdict.AS_PREVIEWED
+
+
+@pytest.mark.parametrize(("skus", "listed"), [(40, "records"), (70, "none")])
+def test_a_write_too_big_to_list_by_column_is_previewed_by_record_or_not_at_all(
+    skus: int, listed: str, writes: Writes, store: Store, clock: ManualClock
+) -> None:
+    """At most 64 changes: 40 rows of 2 changed columns each are previewed row by row
+    (and observed so); 70 rows are not previewed, which is signed as certainty none."""
+    stock(store, {f"SKU-{n}": (1, "each") for n in range(100, 100 + skus)})
+    adjust = [
+        ("adjust_stock", {"sku": f"SKU-{n}", "delta": 5, "reason": "recount"})
+        for n in range(100, 100 + skus)
+    ]
+    approved(writes, store, corrections=adjust)
+    server = write_server(store, writes, clock)
+    prepared = run(server.prepare(one_branch_plan(), "stock", 1))
+    receipt = run(server.commit("txn-1", "stock", 1, prepared["planDigest"], seen(prepared)))
+    said = _preview(prepared)
+    if listed == "none":
+        assert (said.certainty, said.changes) == (Certainty.NONE, [])
+        assert receipt["observed"] is None
+        assert effect_verdict(said, None) is EffectVerdict.UNCHECKED
+        return
+    assert said.certainty is Certainty.EXACT
+    assert len(said.changes) == skus
+    assert _rows(said.changes)[0] == (
+        "inventory/SKU-100",
+        "update",
+        None,
+        {"on_hand": 1, "unit": "each", "version": 1},
+        {"on_hand": 6, "unit": "each", "version": 2},
+    )
+    assert effect_verdict(said, _observed(receipt)) is EffectVerdict.AS_PREVIEWED
 
 
 ORIGIN = f"{WRITES_ID} txn-1/stock"

@@ -34,7 +34,37 @@ def _prepared(body: Mapping[str, Any], who: str) -> tuple[str, str]:
         parts.append(f"saw {versions}")
     if receipt.get("cost"):
         parts.append(f"costs {receipt['cost']['value']} {receipt['cost']['currency']}")
-    return who, "; ".join(parts)
+    line = "; ".join(parts)
+    preview = receipt.get("preview")
+    if preview:
+        line += f"\n{'':24}{_certainty(preview)}: {preview['summary']}"
+    return who, line
+
+
+_CERTAINTY = {
+    "exact": "[green]will do exactly[/]",
+    "predicted": "[yellow]predicts[/]",
+    "none": "[dim]gives no preview[/]",
+}
+
+
+def _certainty(preview: Mapping[str, Any]) -> str:
+    """How sure the preview is, in words a person reads (exact reads unlike predicted)."""
+    said = _CERTAINTY.get(str(preview.get("certainty")), escape(str(preview.get("certainty"))))
+    bound = preview.get("bound")
+    return said + (f" (at most {bound['value']} {bound['currency']})" if bound else "")
+
+
+_VERDICTS = {
+    "as-previewed": "[green]as previewed[/]",
+    "within-bounds": "[yellow]within the previewed bounds[/]",
+    "differs": "[red bold]NOT AS PREVIEWED[/] (flagged; nothing changed for it)",
+}
+
+
+def _effect(body: Mapping[str, Any], who: str) -> tuple[str, str]:
+    verdict = _VERDICTS.get(str(body.get("verdict")), escape(str(body.get("verdict"))))
+    return who, f"{body['branchId']} committed {verdict}"
 
 
 def _pending(body: Mapping[str, Any], address: str) -> tuple[str, str]:
@@ -74,7 +104,12 @@ def _phase2(verb: str, colour: str) -> _Line:
     def line(body: Mapping[str, Any], who: str) -> tuple[str, str]:
         receipt = body["receipt"]
         effect = receipt.get("effect") or {}
-        summary = effect.get("summary") or ", ".join(f"{k}={v}" for k, v in effect.items())
+        seen = receipt.get("observed") or {}
+        summary = (
+            seen.get("summary")
+            or effect.get("summary")
+            or ", ".join(f"{k}={v}" for k, v in effect.items())
+        )
         text = f"[{colour}]{verb}[/] [bold]{body['branchId']}[/]"
         return who, text + (f" — {summary}" if summary else "")
 
@@ -158,9 +193,18 @@ _LINES: dict[str, _Line] = {
         f"[red]{b['branchId']} failed[/] ({b['error']['code']}): undoing what ran",
     ),
     TxnEvent.COMMITTED: _phase2("committed", "green"),
+    TxnEvent.EFFECT: _effect,
     TxnEvent.COMPENSATED: _phase2("undone", "yellow"),
     TxnEvent.ABORTED: _phase2("released", "yellow"),
-    TxnEvent.OUTCOME: lambda b, _: ("coordinator", f"outcome [bold]{b['state'].upper()}[/]"),
+    TxnEvent.OUTCOME: lambda b, _: (
+        "coordinator",
+        f"outcome [bold]{b['state'].upper()}[/]"
+        + (
+            f" — [red bold]committed other than previewed: {', '.join(b['effectDiffers'])}[/]"
+            if b.get("effectDiffers")
+            else ""
+        ),
+    ),
     "record.sealed": lambda b, _: ("coordinator", f"record sealed after {b['eventCount']} events"),
 }
 

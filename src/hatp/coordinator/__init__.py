@@ -10,12 +10,13 @@ served process keeps doing so in the background (:class:`Recovery`).
 
 from hatp.coordinator._coordinator import Coordinator, Outcome
 from hatp.coordinator._gateway import ApprovalRequest, Gateway
-from hatp.coordinator._observer import TxnObserver
+from hatp.coordinator._observer import EffectObserver, TxnObserver
 from hatp.coordinator._recovery import Recovery, RecoveryStats
 
 __all__ = [
     "ApprovalRequest",
     "Coordinator",
+    "EffectObserver",
     "Gateway",
     "Outcome",
     "Recovery",

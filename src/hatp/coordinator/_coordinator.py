@@ -34,7 +34,7 @@ from hatp.clock import Clock
 from hatp.coordinator._escalation import Escalator
 from hatp.coordinator._gateway import Gateway
 from hatp.coordinator._holds import HoldKeeper
-from hatp.coordinator._observer import TxnObserver, tell
+from hatp.coordinator._observer import TxnObserver, tell, tell_effects
 from hatp.coordinator._phase1 import Phase1
 from hatp.coordinator._phase2 import Phase2
 from hatp.coordinator._txn import TxnRun
@@ -53,6 +53,12 @@ from hatp.store import DecisionLog
 __all__ = ["Coordinator", "Outcome"]
 
 _log = logging.getLogger(__name__)
+
+
+#: The states a transaction ends in; its outcome may name steps that differ from preview.
+_ENDED = frozenset(
+    {TxnState.COMMITTED, TxnState.ABORTED, TxnState.NEEDS_ATTENTION, TxnState.NEEDS_RECOVERY}
+)
 
 
 @dataclass(frozen=True)
@@ -319,6 +325,25 @@ class Coordinator:
             await self._withdraw_asks(run)
         return await self._drive(run)
 
+    def status(self, txn_id: str) -> dict[str, Any]:
+        """Return ``{txnId, state}`` as the log has it now, and for an ended transaction
+        whose outcome names steps that committed other than their approved preview,
+        ``effectDiffers`` ([COORD-EFFECT]) (this reads the store: from async code, call
+        it through ``log.store.call``).
+
+        Raises:
+            TransactionUnknown: no such transaction in the log.
+            StoreUnavailable: the log could not be read.
+        """
+        state = self._log.get(txn_id).state
+        answer: dict[str, Any] = {"txnId": txn_id, "state": state.value}
+        if state in _ENDED:
+            for event in reversed(self._log.record(txn_id)["events"]):
+                if event["type"] == TxnEvent.OUTCOME and event["body"].get("effectDiffers"):
+                    answer["effectDiffers"] = sorted(map(str, event["body"]["effectDiffers"]))
+                    break
+        return answer
+
     def record(self, txn_id: str) -> dict[str, Any]:
         """Return the transaction's record as logged so far (this reads the store: from
         async code, call it through ``log.store.call``).
@@ -347,6 +372,7 @@ class Coordinator:
                 await self._decide(run)
             await self._phase2.finish(run)
             tell(self._observers, run.txn_id, run.state, self._clock.now())
+            tell_effects(self._observers, run.txn_id, run.effects)
         except StaleFence as exc:
             return await self._fenced(run, exc)
         finally:
@@ -397,6 +423,8 @@ class Coordinator:
         problem = await self._phase1.gather_votes(run)
         if problem is None:
             problem = await self._phase1.relive_lapsed(run)
+        if problem is None:
+            problem = self._phase1.preview_changed(run)
         decision = Decision.ABORT if problem else Decision.COMMIT
         run.reason = problem or "every branch voted yes and every approval group approved"
         run.note(self._key, TxnEvent.DECIDED, decision=decision.value, reason=run.reason)

@@ -9,13 +9,13 @@ transaction.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import datetime
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
-from hatp.model import TxnState
+from hatp.model import EffectVerdict, TxnState
 
-__all__ = ["TxnObserver", "tell"]
+__all__ = ["EffectObserver", "TxnObserver", "tell", "tell_effects"]
 
 _log = logging.getLogger(__name__)
 
@@ -43,3 +43,34 @@ def tell(observers: Iterable[TxnObserver], txn_id: str, state: TxnState, at: dat
                 exc_info=True,
                 extra={"txnId": txn_id},
             )
+
+
+@runtime_checkable
+class EffectObserver(Protocol):
+    """Also told, when a transaction ends, how each committed step compared with its
+    preview [COORD-EFFECT] (an observer may implement this as well as :class:`TxnObserver`)."""
+
+    def effect_judged(self, txn_id: str, branch_id: str, verdict: EffectVerdict) -> None:
+        """``branch_id`` of ``txn_id`` committed ``verdict`` its approved preview."""
+
+
+def tell_effects(
+    observers: Iterable[TxnObserver], txn_id: str, verdicts: Mapping[str, EffectVerdict]
+) -> None:
+    """Tell every observer that is an :class:`EffectObserver` each verdict; one that
+    raises is logged and skipped."""
+    for observer in observers:
+        if not isinstance(observer, EffectObserver):
+            continue
+        for branch_id, verdict in sorted(verdicts.items()):
+            try:
+                observer.effect_judged(txn_id, branch_id, verdict)
+            except Exception:  # an observer's bug must not stop a transaction
+                _log.warning(
+                    "txn %s: observer %r failed on the effect of %s",
+                    txn_id,
+                    observer,
+                    branch_id,
+                    exc_info=True,
+                    extra={"txnId": txn_id},
+                )

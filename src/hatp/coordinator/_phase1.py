@@ -74,6 +74,22 @@ class Phase1:
             commit_allowance=commit_allowance,
         )
 
+    def preview_changed(self, run: TxnRun) -> str | None:
+        """Holds-first: why a step may not be committed because its preview is not the one
+        people approved in the terms (a hold placed again since, previewing another
+        change) [COORD-PREVIEW]; ``None`` when every step previews what was approved."""
+        shown = (run.terms or {}).get("previews") or {}
+        for branch_id, approved in sorted(shown.items()):
+            receipt = run.prepares.get(branch_id)
+            now = None if receipt is None or receipt.preview is None else receipt.preview
+            if (now is None or now.to_wire() != approved) and _checks.is_on("COORD-PREVIEW"):
+                said = "nothing" if now is None else repr(now.summary)
+                return (
+                    f"{branch_id} now previews {said}, not what people approved "
+                    f"({approved.get('summary')!r}): nothing is committed on a changed step"
+                )
+        return None
+
     async def relive_lapsed(self, run: TxnRun) -> str | None:
         """Place again every hold whose lease ended before the decision [COORD-REPLACE];
         return the problem if one cannot be, or lapsed still [COORD-LEASE]."""
@@ -125,12 +141,20 @@ class Phase1:
                         "holdHorizon": receipt.hold_horizon,
                     }
                 )
+        # What each step will change, as its participant signed it: people approve
+        # these with the plan [COORD-PREVIEW].
+        previews = {
+            bid: receipt.preview.to_wire()
+            for bid, receipt in run.prepares.items()
+            if receipt.preview is not None and _checks.is_on("COORD-PREVIEW")
+        }
         terms = HoldTerms.model_validate(
             {
                 "kind": "hold-terms",
                 "planDigest": run.digest,
                 "holds": holds,
                 "approveBy": format_time(run.approve_by),
+                "previews": previews,
             }
         ).to_wire()
         run.terms, run.terms_digest = terms, digest(terms)

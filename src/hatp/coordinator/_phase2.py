@@ -22,11 +22,21 @@ from hatp.clock import Clock
 from hatp.coordinator._calls import backoff, call_once
 from hatp.coordinator._escalation import Escalator
 from hatp.coordinator._holds import HoldKeeper
-from hatp.coordinator._txn import TxnRun
+from hatp.coordinator._txn import TxnRun, effects_differ
 from hatp.coordinator._vetting import vet_outcome
 from hatp.errors import HatpError, HoldExpired
 from hatp.evidence import Keyring, SigningKey
-from hatp.model import COMMIT_ORDER, Branch, BranchState, OutcomeReceipt, Tier, TxnEvent, TxnState
+from hatp.model import (
+    COMMIT_ORDER,
+    Branch,
+    BranchState,
+    EffectVerdict,
+    OutcomeReceipt,
+    Tier,
+    TxnEvent,
+    TxnState,
+    effect_verdict,
+)
 from hatp.participant import Participant
 from hatp.store import DecisionLog
 
@@ -178,6 +188,7 @@ class Phase2:
                 if parsed is not None and problem is None:
                     run.commits[bid] = parsed
                     run.note(self._key, TxnEvent.COMMITTED, branchId=bid, receipt=answer.receipt)
+                    self._compare_effect(run, bid, parsed)
                     fault_point(f"commit.after:{bid}")
                     if run.state is TxnState.IN_DOUBT:
                         await run.flush(self._log, state=TxnState.COMMITTING)
@@ -362,10 +373,39 @@ class Phase2:
                 break
         return parsed, problem
 
+    def _compare_effect(self, run: TxnRun, bid: str, committed: OutcomeReceipt) -> None:
+        """Record how the commit's observed effect compares with the approved preview
+        [COORD-EFFECT]; a difference is recorded, and nothing is changed for it."""
+        prepared = run.prepares.get(bid)
+        preview = None if prepared is None else prepared.preview
+        verdict = effect_verdict(preview, committed.observed)
+        if verdict is EffectVerdict.UNCHECKED:
+            return
+        run.effects[bid] = verdict
+        run.note(
+            self._key,
+            TxnEvent.EFFECT,
+            branchId=bid,
+            certainty=None if preview is None else preview.certainty.value,
+            verdict=verdict.value,
+        )
+        if verdict is EffectVerdict.DIFFERS:
+            said = "nothing" if committed.observed is None else committed.observed.summary
+            _log.warning(
+                "txn %s: %s committed other than its approved preview: %s",
+                run.txn_id,
+                bid,
+                said,
+                extra={"txnId": run.txn_id, "branchId": bid},
+            )
+
     async def _finish(
         self, run: TxnRun, state: TxnState, problems: list[str] | None = None
     ) -> None:
         body: dict[str, Any] = {"state": state.value}
+        differs = effects_differ(run)
+        if differs and _checks.is_on("COORD-EFFECT"):
+            body["effectDiffers"] = differs  # a distinct flag: what was approved is not what ran
         if run.held and state is TxnState.ABORTED:
             # Not aborted cleanly: say so, naming what is still held [COORD-SETTLE].
             state = TxnState.NEEDS_ATTENTION

@@ -21,6 +21,7 @@ from hatp.clock import parse_time
 from hatp.evidence import RecordWriter, SigningKey
 from hatp.model import (
     Decision,
+    EffectVerdict,
     OutcomeReceipt,
     Plan,
     PrepareReceipt,
@@ -75,6 +76,8 @@ class TxnRun:
     offered: bool = False
     #: Branches whose participant refused, for certain, to release or undo them (why).
     held: dict[str, str] = field(default_factory=dict)
+    #: How each committed branch's observed effect compares with its preview [COORD-EFFECT].
+    effects: dict[str, EffectVerdict] = field(default_factory=dict)
     #: Whether the last log write gave the ownership lease up.
     released: bool = False
 
@@ -168,6 +171,8 @@ class TxnRun:
             elif kind == TxnEvent.COMMITTED:
                 committed = OutcomeReceipt.model_validate(body["receipt"])
                 self.commits[committed.branch_id] = committed
+            elif kind == TxnEvent.EFFECT:
+                self.effects[str(body["branchId"])] = EffectVerdict(str(body["verdict"]))
             elif kind == TxnEvent.COMPENSATED:
                 self.undone.add(str(body["branchId"]))
             elif kind == TxnEvent.PENDING:
@@ -189,3 +194,8 @@ class TxnRun:
                 self.offered = True
             elif kind == TxnEvent.DECIDED:
                 self.reason = str(body.get("reason", ""))
+
+
+def effects_differ(run: TxnRun) -> list[str]:
+    """The committed branches whose observed effect differs from the approved preview."""
+    return sorted(bid for bid, verdict in run.effects.items() if verdict is EffectVerdict.DIFFERS)

@@ -18,8 +18,18 @@ from sqlalchemy import (
 
 from hatp.demo._ledger import Seed, Service, kinds, ledger_table, log, text_arg
 from hatp.errors import OutcomeConflict
-from hatp.model import Amount, Tier
-from hatp.participant import Committed, Operation, Prepared, Quoted, Refuse, Work
+from hatp.model import Amount, Certainty, Change, EffectPreview, Tier
+from hatp.participant import (
+    Committed,
+    Operation,
+    Prepared,
+    Quoted,
+    Refuse,
+    Work,
+    change,
+    observed,
+    preview,
+)
 
 PARTICIPANT = "mcp://airline.example"
 FLIGHT = "LH400"
@@ -107,9 +117,11 @@ class BookSeat(Operation):
         if taken != 1:
             raise Refuse("SOLD_OUT", f"seat {seat} on {flight} is taken; pick another seat")
         log(work, ledger, "held", f"seat {seat} on {flight}, fare {row.fare}")
+        fare = Amount(value=row.price, currency=row.currency)
         return Prepared(
-            cost=Amount(value=row.price, currency=row.currency),
+            cost=fare,
             lease_seconds=self.max_lease_seconds,
+            preview=_preview(work, flight, seat, fare),
             data={"flight": flight, "seat": seat},
         )
 
@@ -119,9 +131,11 @@ class BookSeat(Operation):
         row = work.conn.execute(_SEAT, {"flight": flight, "seat": seat}).one_or_none()
         if row is None:
             raise Refuse("NO_SUCH_SEAT", f"flight {flight} has no seat {seat}")
+        fare = Amount(value=row.price, currency=row.currency)
         return Quoted(
-            cost=Amount(value=row.price, currency=row.currency),
+            cost=fare,
             valid_seconds=FARE_VALID_SECONDS,
+            preview=_preview(work, flight, seat, fare),
         )
 
     def commit(self, work: Work) -> Committed:
@@ -130,7 +144,12 @@ class BookSeat(Operation):
             raise _not_held(work, "ticket")
         flight, seat = str(ticketed.flight), str(ticketed.seat)
         log(work, ledger, "ticketed", f"seat {seat} on {flight}")
-        return Committed(effect={"flight": flight, "seat": seat, "status": "ticketed"})
+        row = work.conn.execute(_SEAT, {"flight": flight, "seat": seat}).one()
+        fare = Amount(value=row.price, currency=row.currency)
+        return Committed(
+            effect={"flight": flight, "seat": seat, "status": "ticketed"},
+            observed=observed(_ticket(work, flight, seat, fare)),
+        )
 
     def abort(self, work: Work) -> None:
         # Tolerant: nothing held means nothing to free (the hold was never placed).
@@ -139,6 +158,26 @@ class BookSeat(Operation):
             return
         work.conn.execute(_FREE, _mine(work))
         log(work, ledger, "released", f"seat {row.seat} on {row.flight}")
+
+
+def _preview(work: Work, flight: str, seat: str, fare: Amount) -> EffectPreview:
+    # Exact: the hold keeps the seat for this branch alone, and commit tickets
+    # exactly it, at its fare, for the plan's traveller.
+    return preview(Certainty.EXACT, _ticket(work, flight, seat, fare))
+
+
+def _ticket(work: Work, flight: str, seat: str, fare: Amount) -> list[Change]:
+    """The one change a commit makes: the seat ticketed to the traveller, at its fare."""
+    return [
+        change(
+            f"flight {flight} seat {seat}",
+            "ticket",
+            field="traveller",
+            before=None,
+            after=work.plan.on_behalf_of,
+            amount=fare,
+        )
+    ]
 
 
 def _mine(work: Work) -> dict[str, str]:

@@ -27,9 +27,10 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects import postgresql, sqlite
 
+from hatp.clock import parse_time
 from hatp.demo._ledger import Seed, Service, kinds, ledger_table, log, text_arg, write_line
-from hatp.model import Preconditions, Tier
-from hatp.participant import Committed, Operation, Prepared, Work
+from hatp.model import Certainty, Change, Preconditions, Tier
+from hatp.participant import Committed, Operation, Prepared, Refuse, Work, change, observed, preview
 
 PARTICIPANT = "mcp://calendar.example"
 
@@ -84,18 +85,26 @@ class AddEvent(Operation):
     tier = Tier.COMPENSATE
 
     def prepare(self, work: Work) -> Prepared:
-        _event_args(work)
-        return Prepared(preconditions=self.preconditions(work))
+        owner, title, starts, ends = _event_args(work)
+        seen = version(work.conn, owner)
+        # Exact: the commit is refused unless the calendar is still at the version
+        # seen here [PART-PRECONDITION], and then adds exactly this event.
+        return Prepared(
+            preconditions=_calendar_version(owner, seen),
+            preview=preview(
+                Certainty.EXACT,
+                _event(owner, title, starts, ends, seen),
+                summary=_said(owner, title, starts, ends),
+            ),
+        )
 
     def preconditions(self, work: Work) -> Preconditions:
         owner = text_arg(work, "owner")
-        return Preconditions(
-            versions={f"calendar:{owner}": str(version(work.conn, owner))},
-            scope=f"calendar.write:{owner}",
-        )
+        return _calendar_version(owner, version(work.conn, owner))
 
     def commit(self, work: Work) -> Committed:
         owner, title, starts, ends = _event_args(work)
+        was = version(work.conn, owner)
         event_id = f"evt-{secrets.token_hex(8)}"
         work.conn.execute(
             _INSERT_EVENT,
@@ -113,6 +122,10 @@ class AddEvent(Operation):
         log(work, ledger, "added", f"{title!r} {starts} to {ends} on {owner} (version {now_at})")
         return Committed(
             effect={"eventId": event_id, "calendar": owner, "title": title, "version": now_at},
+            observed=observed(
+                _event(owner, title, starts, ends, was, now_at),
+                summary=_said(owner, title, starts, ends),
+            ),
             undo_token=event_id,
         )
 
@@ -130,7 +143,42 @@ class AddEvent(Operation):
 
 def _event_args(work: Work) -> tuple[str, str, str, str]:
     owner, title = text_arg(work, "owner"), text_arg(work, "title")
-    return owner, title, text_arg(work, "start"), text_arg(work, "end")
+    starts, ends = text_arg(work, "start"), text_arg(work, "end")
+    for name, value in (("start", starts), ("end", ends)):
+        try:
+            parse_time(value)
+        except ValueError:
+            raise Refuse(
+                "BAD_ARGS", f"add_event needs {name} as a time like 2026-12-14T13:00:00.000Z"
+            ) from None
+    return owner, title, starts, ends
+
+
+def _calendar_version(owner: str, seen: int) -> Preconditions:
+    return Preconditions(versions={f"calendar:{owner}": str(seen)}, scope=f"calendar.write:{owner}")
+
+
+def _said(owner: str, title: str, starts: str, ends: str) -> str:
+    return f"add {title!r} to the calendar of {owner}, {starts} to {ends}"
+
+
+def _event(
+    owner: str, title: str, starts: str, ends: str, was: int, now_at: int | None = None
+) -> list[Change]:
+    """What adding the event changes: the event on the owner's calendar, at its start, and
+    the calendar's version (one more than ``was``, unless the commit says ``now_at``)."""
+    calendar = f"calendar {owner}"
+    event = {"title": title, "start": starts, "end": ends, "attendees": [owner]}
+    return [
+        change(calendar, "create", field="event", after=event, at=parse_time(starts)),
+        change(
+            calendar,
+            "update",
+            field="version",
+            before=was,
+            after=was + 1 if now_at is None else now_at,
+        ),
+    ]
 
 
 def version(conn: Connection, owner: str) -> int:

@@ -22,8 +22,18 @@ from sqlalchemy import (
 
 from hatp.demo._ledger import Seed, Service, kinds, ledger_table, log, money, text_arg
 from hatp.errors import OutcomeConflict
-from hatp.model import Amount, Tier
-from hatp.participant import Committed, Operation, Prepared, Quoted, Refuse, Work
+from hatp.model import Amount, Certainty, Change, Tier
+from hatp.participant import (
+    Committed,
+    Operation,
+    Prepared,
+    Quoted,
+    Refuse,
+    Work,
+    change,
+    observed,
+    preview,
+)
 
 PARTICIPANT = "mcp://hotel.example"
 HOTEL = "midtown-lodge"
@@ -123,18 +133,24 @@ class HoldRoom(Operation):
             },
         )
         log(work, ledger, "held", f"1 room at {hotel}, {nights} nights from {check_in}")
-        cost = money(Decimal(rate.rate) * nights)
-        return Prepared(cost=Amount(value=cost, currency=rate.currency))
+        cost = _cost(rate.rate, rate.currency, nights)
+        # Exact: the hold keeps the room on each night for this branch alone, and
+        # commit books exactly it, at the rate, for the plan's traveller.
+        booking = _booking(work, hotel, check_in.isoformat(), nights, cost)
+        return Prepared(cost=cost, preview=preview(Certainty.EXACT, booking))
 
     def quote(self, work: Work) -> Quoted:
         """The rate times the nights, good for an hour; a quote holds no room."""
-        hotel, _, nights = _args(work)
+        hotel, check_in, nights = _args(work)
         rate = work.conn.execute(_RATE, {"hotel": hotel}).one_or_none()
         if rate is None:
             raise Refuse("NO_SUCH_HOTEL", f"no hotel {hotel!r} here")
-        cost = money(Decimal(rate.rate) * nights)
+        cost = _cost(rate.rate, rate.currency, nights)
+        booking = _booking(work, hotel, check_in.isoformat(), nights, cost)
         return Quoted(
-            cost=Amount(value=cost, currency=rate.currency), valid_seconds=RATE_VALID_SECONDS
+            cost=cost,
+            valid_seconds=RATE_VALID_SECONDS,
+            preview=preview(Certainty.EXACT, booking),
         )
 
     def commit(self, work: Work) -> Committed:
@@ -151,7 +167,12 @@ class HoldRoom(Operation):
             "booked",
             f"1 room at {row.hotel}, {row.nights} nights from {row.check_in}",
         )
-        return Committed(effect={"hotel": row.hotel, "checkIn": row.check_in, "nights": row.nights})
+        rate = work.conn.execute(_RATE, {"hotel": row.hotel}).one()
+        cost = _cost(rate.rate, rate.currency, row.nights)
+        return Committed(
+            effect={"hotel": row.hotel, "checkIn": row.check_in, "nights": row.nights},
+            observed=observed(_booking(work, row.hotel, row.check_in, row.nights, cost)),
+        )
 
     def abort(self, work: Work) -> None:
         # Tolerant: nothing held means nothing to release.
@@ -163,6 +184,24 @@ class HoldRoom(Operation):
         work.conn.execute(_GIVE_BACK, {"k_hotel": row.hotel, "k_nights": dates})
         work.conn.execute(_RELEASE, _mine(work))
         log(work, ledger, "released", f"1 room at {row.hotel}, {row.nights} nights from {start}")
+
+
+def _cost(rate: str, currency: str, nights: int) -> Amount:
+    return Amount(value=money(Decimal(rate) * nights), currency=currency)
+
+
+def _booking(work: Work, hotel: str, check_in: str, nights: int, cost: Amount) -> list[Change]:
+    """The one change a commit makes: the room booked for the traveller, for the nights."""
+    return [
+        change(
+            f"hotel {hotel}, 1 room, {nights} nights from {check_in}",
+            "book",
+            field="guest",
+            before=None,
+            after=work.plan.on_behalf_of,
+            amount=cost,
+        )
+    ]
 
 
 def _mine(work: Work) -> dict[str, str]:

@@ -4,11 +4,18 @@ Each card has a version, bumped when the card itself changes (its limit,
 say); authorizations only move its available credit. Prepare reports the
 version it saw, and commit is refused (by the participant SDK) if the card
 changed since.
+
+The amount authorized is the amount captured, so a charge's preview is
+``exact``; unless the bank adds a fee it sets only at capture
+(:class:`CaptureFee`): then the preview is ``predicted``, bounded by the most
+the bank says it may add, and the capture is what the bank really charged.
 """
 
 from __future__ import annotations
 
+import logging
 import secrets
+from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 
@@ -30,8 +37,19 @@ from sqlalchemy import (
 
 from hatp.demo._ledger import Seed, Service, kinds, ledger_table, log, money, text_arg, write_line
 from hatp.errors import OutcomeConflict
-from hatp.model import Amount, Preconditions, Tier
-from hatp.participant import Committed, Operation, Prepared, Quoted, Refuse, Work
+from hatp.model import Amount, Certainty, Change, EffectPreview, Preconditions, Tier
+from hatp.participant import (
+    Committed,
+    Operation,
+    Prepared,
+    Quoted,
+    Refuse,
+    Work,
+    change,
+    observed,
+    preview,
+    render,
+)
 
 PARTICIPANT = "mcp://payments.example"
 #: The corporate card the trip is charged to, and a low-limit card that declines it.
@@ -61,6 +79,8 @@ authorizations = Table(
 )
 ledger = ledger_table(metadata, "payments")
 
+_log = logging.getLogger(__name__)
+
 
 # Statements built once and run with parameters (SQLAlchemy's compiled cache
 # serves every call). ``k_*`` parameters are the WHERE clause's; an UPDATE
@@ -86,13 +106,48 @@ _CAPTURE = (
     update(authorizations).where(_OPEN).values(status="captured").returning(*authorizations.c)
 )
 _VOID = update(authorizations).where(_OPEN).values(status="voided")
+_SET_AUTH_AMOUNT = (
+    update(authorizations)
+    .where(authorizations.c.auth_id == bindparam("k_auth_id"))
+    .values(amount=bindparam("amount"))
+)
+
+
+@dataclass(frozen=True)
+class CaptureFee:
+    """A fee the card's bank adds to every charge when it captures it, and says only then.
+
+    ``up_to`` is the most the bank says it may add: a charge's preview is
+    ``predicted``, bounded by its amount plus ``up_to``. ``added`` is what it
+    adds at capture, in the charge's currency; above ``up_to``, the capture
+    differs from its preview [TXN-EFFECT].
+
+    Raises:
+        ValueError: a fee that is negative or not a number.
+    """
+
+    up_to: Decimal
+    added: Decimal
+
+    def __post_init__(self) -> None:
+        for name in ("up_to", "added"):
+            value = getattr(self, name)
+            if not isinstance(value, Decimal) or not value.is_finite() or value < 0:
+                raise ValueError(f"CaptureFee.{name} is a non-negative Decimal, not {value!r}")
 
 
 class Charge(Operation):
-    """Charge ``args.amount`` to ``args.card`` (optionally for ``args.payee``)."""
+    """Charge ``args.amount`` to ``args.card`` (optionally for ``args.payee``).
+
+    ``capture_fee``: the bank adds a fee at capture (``None``: it adds none,
+    and the amount authorized is the amount captured).
+    """
 
     name = "charge"
     tier = Tier.FINAL
+
+    def __init__(self, capture_fee: CaptureFee | None = None) -> None:
+        self.capture_fee = capture_fee
 
     def prepare(self, work: Work) -> Prepared:
         card_id = text_arg(work, "card")
@@ -113,7 +168,7 @@ class Charge(Operation):
                 "DECLINED", f"card {card_id} has {card.available} {card.currency} available"
             )
         auth_id = f"auth-{secrets.token_hex(8)}"
-        payee = work.branch.args.get("payee")
+        payee = _payee(work)
         work.conn.execute(
             _AUTHORIZE,
             {
@@ -123,7 +178,7 @@ class Charge(Operation):
                 "card_id": card_id,
                 "amount": amount.value,
                 "currency": amount.currency,
-                "payee": payee if isinstance(payee, str) else None,
+                "payee": payee,
                 "status": "authorized",
             },
         )
@@ -135,16 +190,37 @@ class Charge(Operation):
         return Prepared(
             cost=amount,
             preconditions=_card_version(card_id, card.version),
+            preview=self._preview(card_id, payee, amount),
             data={"authId": auth_id},
         )
 
     def quote(self, work: Work) -> Quoted:
-        """The amount asked for: no fee, and it does not expire (nothing is authorized)."""
+        """The amount asked for, and it does not expire (nothing is authorized); a fee the
+        bank adds at capture shows in the preview's bound, not in the cost."""
         try:
             amount = Amount.model_validate(work.branch.args.get("amount"))
         except ValidationError:
             return Quoted()
-        return Quoted(cost=amount)
+        card_id = work.branch.args.get("card")
+        if not isinstance(card_id, str) or not card_id:
+            return Quoted(cost=amount)
+        return Quoted(cost=amount, preview=self._preview(card_id, _payee(work), amount))
+
+    def _preview(self, card_id: str, payee: str | None, amount: Amount) -> EffectPreview:
+        charge = _charge(card_id, payee, amount)
+        if self.capture_fee is None:
+            # Exact: the capture takes exactly the amount authorized at prepare.
+            return preview(Certainty.EXACT, charge)
+        bound = Amount(
+            value=money(amount.decimal + self.capture_fee.up_to), currency=amount.currency
+        )
+        return preview(
+            Certainty.PREDICTED,
+            charge,
+            summary=f"{render(charge)}, plus a fee the bank sets at capture "
+            f"(at most {bound} in all)",
+            bound=bound,
+        )
 
     def preconditions(self, work: Work) -> Preconditions:
         card_id = text_arg(work, "card")
@@ -159,15 +235,20 @@ class Charge(Operation):
                 state=None,
                 requested="commit",
             )
-        charged = f"{auth.amount} {auth.currency}"
-        log(work, ledger, "captured", f"{charged} on card {auth.card_id} ({auth.auth_id})")
+        captured = Amount(value=auth.amount, currency=auth.currency)
+        detail = f"{captured} on card {auth.card_id} ({auth.auth_id})"
+        if self.capture_fee is not None:
+            captured = _add_fee(work, self.capture_fee, auth.auth_id, auth.card_id, captured)
+            detail = f"{captured} on card {auth.card_id} ({auth.auth_id}, {auth.amount} authorized)"
+        log(work, ledger, "captured", detail)
         return Committed(
             effect={
                 "authId": auth.auth_id,
                 "card": auth.card_id,
-                "amount": charged,
+                "amount": str(captured),
                 "payee": auth.payee,
-            }
+            },
+            observed=observed(_charge(auth.card_id, auth.payee, captured)),
         )
 
     def abort(self, work: Work) -> None:
@@ -181,6 +262,35 @@ class Charge(Operation):
         work.conn.execute(_VOID, _open(work))
         charged = f"{auth.amount} {auth.currency}"
         log(work, ledger, "voided", f"{charged} on card {auth.card_id} ({auth.auth_id})")
+
+
+def _add_fee(work: Work, fee: CaptureFee, auth_id: str, card_id: str, authorized: Amount) -> Amount:
+    """Capture the bank's fee on top of ``authorized``: the authorization then holds, and
+    the card's credit is lowered by, what was really charged; return that."""
+    captured = Amount(value=money(authorized.decimal + fee.added), currency=authorized.currency)
+    work.conn.execute(_SET_AUTH_AMOUNT, {"k_auth_id": auth_id, "amount": captured.value})
+    available = work.conn.execute(_AVAILABLE, {"card_id": card_id}).scalar_one()
+    lowered = money(Decimal(available) - fee.added)
+    work.conn.execute(_SET_CARD, {"k_card_id": card_id, "available": lowered})
+    if fee.added > fee.up_to:
+        _log.warning(
+            "card %s: the bank added a fee of %s %s at capture, above the %s it said it may",
+            card_id,
+            money(fee.added),
+            authorized.currency,
+            money(fee.up_to),
+        )
+    return captured
+
+
+def _payee(work: Work) -> str | None:
+    payee = work.branch.args.get("payee")
+    return payee if isinstance(payee, str) else None
+
+
+def _charge(card_id: str, payee: str | None, amount: Amount) -> list[Change]:
+    """The one change a capture makes: ``amount`` charged to the card, for the payee."""
+    return [change(f"card {card_id}", "charge", field="payee", after=payee, amount=amount)]
 
 
 def _card_version(card_id: str, version: int | None) -> Preconditions:

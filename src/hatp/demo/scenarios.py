@@ -15,6 +15,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,7 @@ from hatp.coordinator import Coordinator, Outcome
 from hatp.demo._child import CHILD_LEASE_SECONDS
 from hatp.demo._lossy import LossyLink, LostFor
 from hatp.demo._time import simulate
-from hatp.demo.trip import PAYMENTS, TripWorld, trip_plan
+from hatp.demo.trip import PAYMENTS, CaptureFee, TripWorld, trip_plan
 from hatp.gateway import Channel, MemoryChannel
 from hatp.participant import Participant
 from hatp.store import DecisionLog, open_store
@@ -56,6 +57,8 @@ class Scenario:
     lead_seconds: int | None = None
     #: Run on a simulated clock: half an hour of protocol time in a second.
     simulated: bool = False
+    #: A fee the card's bank adds at capture (payments then previews the charge as predicted).
+    capture_fee: CaptureFee | None = None
 
 
 SCENARIOS: dict[str, Scenario] = {
@@ -108,6 +111,15 @@ SCENARIOS: dict[str, Scenario] = {
             simulated=True,
             person_may_answer=False,
         ),
+        Scenario(
+            "price-changed",
+            "holds first: finance approves each step's signed preview with the plan, the "
+            "charge's predicted as 730.00 USD, at most 750.00 USD; the bank adds a fee at "
+            "capture and takes 765.00 USD: the trip commits, and the record flags the charge "
+            "as differing from what was approved",
+            mode="holds-first",
+            capture_fee=CaptureFee(up_to=Decimal("20.00"), added=Decimal("35.00")),
+        ),
     )
 }
 
@@ -143,7 +155,7 @@ async def run_scenario(
     if clock is None:
         clock = ManualClock(SystemClock().now()) if scenario.simulated else SystemClock()
     folder.mkdir(parents=True, exist_ok=True)
-    world = TripWorld.open(folder, clock, rooms=scenario.rooms)
+    world = TripWorld.open(folder, clock, rooms=scenario.rooms, capture_fee=scenario.capture_fee)
     log = DecisionLog(open_store(folder / "coordinator.db"))
     txn_id = f"trip-{clock.now():%Y%m%d-%H%M%S}-{secrets.token_hex(3)}"
     decide_by = clock.now() + timedelta(seconds=scenario.decide_in_seconds)

@@ -31,6 +31,7 @@ from hatp.clock import Clock, format_time
 from hatp.coordinator import Coordinator, Gateway
 from hatp.demo import _airline, _calendar, _hotel, _payments
 from hatp.demo._ledger import LedgerLine, Seed, Service, read_lines
+from hatp.demo._payments import CaptureFee
 from hatp.demo._people import DIRECTORY, PEOPLE, acme_directory
 from hatp.directory import Directory
 from hatp.errors import KeyInvalid
@@ -53,6 +54,7 @@ __all__ = [
     "LOW_LIMIT_CARD",
     "PARTICIPANT_IDS",
     "TRAVELLER",
+    "CaptureFee",
     "LedgerLine",
     "TripWorld",
     "trip_plan",
@@ -123,6 +125,7 @@ class TripWorld:
         store_urls: Mapping[str, str] | None = None,
         passkey_rp_id: str | None = None,
         channels: Sequence[str] = ("terminal",),
+        capture_fee: CaptureFee | None = None,
     ) -> TripWorld:
         """Create the world in ``folder``, or reopen the one already there.
 
@@ -134,7 +137,9 @@ class TripWorld:
         is there. With ``passkey_rp_id`` every person also has a passkey for that
         rpId (``folder/keys/people/<name>.passkey.pem``, its sign count always 0,
         as a synced passkey's) on their card, and in :attr:`passkeys`. Every card names
-        the channel types ``channels`` (``("web",)`` for the approver page).
+        the channel types ``channels`` (``("web",)`` for the approver page). With
+        ``capture_fee`` the card's bank adds that fee to every charge at capture, and
+        payments previews its charges as ``predicted`` (the price-changed scenario).
 
         Raises:
             ValueError: ``store_urls`` names an unknown participant, or ``rooms`` < 0.
@@ -193,8 +198,11 @@ class TripWorld:
                 store.close()
             raise
         stores[GATEWAY] = gateway_store
+        operations = {pid: _BY_ID[pid].operation() for pid in PARTICIPANT_IDS}
+        if capture_fee is not None:
+            operations[PAYMENTS] = _payments.Charge(capture_fee)
         participants = {
-            pid: ParticipantServer(pid, keys[pid], stores[pid], [_BY_ID[pid].operation()], clock)
+            pid: ParticipantServer(pid, keys[pid], stores[pid], [operations[pid]], clock)
             for pid in PARTICIPANT_IDS
         }
         asks = AskStore(gateway_store)

@@ -43,12 +43,16 @@ from hatp.model import (
     ApprovalDecision,
     ChainEstimate,
     Decision,
+    EffectPreview,
+    EffectVerdict,
     Finding,
+    ObservedEffect,
     Plan,
     Tier,
     TxnEvent,
     TxnState,
     Vote,
+    effect_verdict,
 )
 
 #: The transaction rules, in report order, with what a pass means.
@@ -75,6 +79,11 @@ TXN_RULES: dict[str, str] = {
     "TXN-OUTCOME": "one outcome, last before the seal, borne out by the receipts",
     "TXN-SETTLED": "an aborted outcome shows, for every branch that voted yes, a release or "
     "compensate receipt; a needs-attention outcome names every branch still held",
+    "TXN-PREVIEW": "the terms people approved (holds-first) state each step's effect preview "
+    "exactly as its participant signed it, and every step committed is the one previewed",
+    "TXN-EFFECT": "every committed step's observed effect is compared with the preview it was "
+    "prepared with, in a txn.effect event stating the verdict the receipts bear out, and "
+    "the outcome names every step that committed other than previewed (effectDiffers)",
 }
 
 _DECISIONS = tuple(d.value for d in Decision)
@@ -86,6 +95,7 @@ _BRANCH_EVENTS = frozenset(
         TxnEvent.IN_DOUBT,
         TxnEvent.UNWINDING,
         TxnEvent.COMMITTED,
+        TxnEvent.EFFECT,
         TxnEvent.COMPENSATED,
         TxnEvent.ABORTED,
         TxnEvent.HELD,
@@ -592,6 +602,146 @@ def _check_settled(txn: Txn, tally: Tally) -> str | None:
     return f"every one of {len(voted)} yes votes released, undone or named held"
 
 
+def _check_preview(txn: Txn, tally: Tally) -> str | None:
+    """[TXN-PREVIEW]: what people were shown is what the participants signed, and ran.
+
+    In a record with hold terms (holds-first), the terms' ``previews`` state, for
+    every branch whose yes vote before the terms signed a preview, exactly that
+    preview, and nothing for any other branch; and every committed branch's last yes
+    vote before its commit signed the preview the terms state (a hold placed again
+    after the approval with another preview fails: people approved something else).
+    """
+    rule = "TXN-PREVIEW"
+    found = txn.of(TxnEvent.TERMS)
+    if len(found) != 1:  # none: nothing was shown with the plan; several: [TXN-MODE]'s
+        tally.ran(rule)
+        return "no hold terms: no previews were stated to the approvers"
+    terms_event = found[0]
+    terms = terms_event.get("terms")
+    shown = terms.get("previews") if isinstance(terms, dict) else None
+    if not isinstance(shown, dict):
+        shown = {}
+    signed: dict[str, Any] = {}
+    for event in txn.of(TxnEvent.PREPARED, TxnEvent.REPLACED):
+        receipt = event.embedded()
+        if (
+            event.position < terms_event.position
+            and receipt is not None
+            and receipt.get("vote") == Vote.YES
+            and receipt.get("preview") is not None
+        ):
+            signed[str(event.branch)] = receipt["preview"]
+    for branch in sorted(set(signed) | set(shown)):
+        if shown.get(branch) != signed.get(branch):
+            said = "no preview" if branch not in shown else "another preview"
+            tally.fail(
+                rule,
+                f"{terms_event.name} states {said} for branch {branch!r} than its participant "
+                "signed before it",
+                terms_event.position,
+            )
+    for commit in txn.of(TxnEvent.COMMITTED):
+        branch = str(commit.branch)
+        if branch not in shown:
+            continue
+        try:
+            ran = _last_preview(txn, branch, commit.position)
+        except ValidationError:
+            ran = None
+        if ran is None or ran.to_wire() != shown[branch]:
+            tally.fail(
+                rule,
+                f"{commit.name}: branch {branch!r} committed on a vote whose preview is not "
+                f"the one people approved in {terms_event.name}",
+                commit.position,
+            )
+    tally.ran(rule)
+    return f"{terms_event.name} states {len(shown)} previews as their participants signed them"
+
+
+def _check_effect(txn: Txn, tally: Tally) -> str | None:
+    """[TXN-EFFECT]: a difference between what was previewed and what was done shows.
+
+    For each committed branch, the verdict is recomputed from the preview of its
+    last yes vote before the commit and the observed effect of its commit receipt
+    (:func:`~hatp.model.effect_verdict`). Unless it is ``unchecked``, a
+    ``txn.effect`` event for the branch must state it; the outcome's
+    ``effectDiffers`` must name exactly the branches that differ. A record that
+    hides a difference (no event, another verdict, the flag left out) fails.
+    """
+    rule = "TXN-EFFECT"
+    stated: dict[str, list[Event]] = {}
+    for event in txn.of(TxnEvent.EFFECT):
+        stated.setdefault(str(event.branch), []).append(event)
+    differs: set[str] = set()
+    checked = 0
+    for commit in txn.of(TxnEvent.COMMITTED):
+        receipt = commit.embedded()
+        if receipt is None or not _is_receipt(commit, "commit", "committed"):
+            continue
+        branch = str(commit.branch)
+        try:
+            preview = _last_preview(txn, branch, commit.position)
+            observed = receipt.get("observed")
+            seen = None if observed is None else ObservedEffect.model_validate(observed)
+        except ValidationError as exc:
+            tally.fail(rule, f"{commit.name}: a preview or observed effect is malformed: {exc}")
+            continue
+        verdict = effect_verdict(preview, seen)
+        said = [e for e in stated.pop(branch, []) if e.position > commit.position]
+        if verdict is EffectVerdict.UNCHECKED:
+            continue
+        checked += 1
+        if verdict is EffectVerdict.DIFFERS:
+            differs.add(branch)
+        if not said:
+            tally.fail(
+                rule,
+                f"{commit.name}: branch {branch!r} committed {verdict.value} its preview, and no "
+                "txn.effect event says so",
+                commit.position,
+            )
+        for event in said:
+            if event.get("verdict") != verdict.value:
+                tally.fail(
+                    rule,
+                    f"{event.name} states {event.get('verdict')!r} for branch {branch!r}; its "
+                    f"receipts bear out {verdict.value!r}",
+                    event.position,
+                )
+    for branch, events in stated.items():
+        for event in events:
+            tally.fail(
+                rule, f"{event.name} judges branch {branch!r}, which has no commit before it"
+            )
+    outcome = next(iter(txn.of(TxnEvent.OUTCOME)), None)
+    if outcome is not None:
+        named = outcome.get("effectDiffers")
+        flagged = set(named) if isinstance(named, list) else set()
+        if flagged != differs:
+            tally.fail(
+                rule,
+                f"{outcome.name} names {sorted(flagged)} as committed other than previewed; "
+                f"the receipts show {sorted(differs)}",
+                outcome.position,
+            )
+    tally.ran(rule)
+    return f"{checked} committed steps compared with their previews; {len(differs)} differ"
+
+
+def _last_preview(txn: Txn, branch: str, before: int) -> EffectPreview | None:
+    """The preview of the branch's last yes vote before event ``before``."""
+    preview = None
+    for event in txn.of(TxnEvent.PREPARED, TxnEvent.REPLACED):
+        receipt = event.embedded()
+        if event.branch != branch or event.position > before or receipt is None:
+            continue
+        if receipt.get("vote") == Vote.YES:
+            shown = receipt.get("preview")
+            preview = None if shown is None else EffectPreview.model_validate(shown)
+    return preview
+
+
 _RULES: dict[str, Callable[[Txn, Tally], str | None]] = {
     "TXN-PLAN": _check_plan,
     "TXN-DIGEST": _check_digest,
@@ -606,4 +756,6 @@ _RULES: dict[str, Callable[[Txn, Tally], str | None]] = {
     "TXN-AFTER-ABORT": _check_after_abort,
     "TXN-OUTCOME": _check_outcome,
     "TXN-SETTLED": _check_settled,
+    "TXN-PREVIEW": _check_preview,
+    "TXN-EFFECT": _check_effect,
 }

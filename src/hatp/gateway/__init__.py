@@ -25,13 +25,16 @@ from hatp.gateway._channels import Channel, MemoryChannel, Notice, Person, Respo
 from hatp.gateway._gateway import HumanGateway
 from hatp.gateway._inbox import AskProgress, PersonProgress
 from hatp.gateway._people import passkey_vote, sign_passkey_vote, sign_vote, vote_challenge
+from hatp.gateway._preview_view import STEP_PREVIEW_LABEL, PreviewView
 from hatp.gateway._questions import check_answer, parse_question, question_digest, sign_answer
 from hatp.gateway._routing import Routed, resolve_question, route, route_call
 from hatp.gateway._sessions import ApproverSessions, SignedIn
+from hatp.gateway._shown_json import ShownJson, shown_json
 from hatp.gateway._terminal import TerminalChannel
 from hatp.gateway._view import (
     AGENT_TEXT_LABEL,
     ARGUMENTS_LABEL,
+    STEP_ARGUMENTS_LABEL,
     TERMS_LABEL,
     TOOL_TEXT_LABEL,
     ApproverView,
@@ -51,6 +54,8 @@ from hatp.gateway._web import WEB, WebApprovals, WebChannel
 __all__ = [
     "AGENT_TEXT_LABEL",
     "ARGUMENTS_LABEL",
+    "STEP_ARGUMENTS_LABEL",
+    "STEP_PREVIEW_LABEL",
     "TERMS_LABEL",
     "TOOL_TEXT_LABEL",
     "WEB",
@@ -65,10 +70,12 @@ __all__ = [
     "Notice",
     "Person",
     "PersonProgress",
+    "PreviewView",
     "QuestionView",
     "RequiredAmount",
     "Responder",
     "Routed",
+    "ShownJson",
     "SignedIn",
     "SoftwareAuthenticator",
     "TerminalChannel",
@@ -91,6 +98,7 @@ __all__ = [
     "resolve_question",
     "route",
     "route_call",
+    "shown_json",
     "sign_answer",
     "sign_passkey_vote",
     "sign_vote",

@@ -11,10 +11,22 @@ gateway's own lines. Rendering escapes every character that is not
 printable, so no string (a participant's name, a newline, a terminal
 escape sequence) can forge or hide a line ([GW-VIEW-ESCAPE]).
 
+Each step carries its ``args`` from the signed plan as they are, the
+structure the participant runs it with ([GW-VIEW-ARGS]): shown as JSON
+behind the bar under :data:`STEP_ARGUMENTS_LABEL`, since every value in
+them is the agent's choice and only the participant checks them, escaped
+and bounded by :func:`~hatp.gateway.shown_json`
+([GW-VIEW-BOUNDED]).
+
 In holds-first mode the view also shows the hold terms people approve with
 the plan ([GW-TERMS]): each hold's end and the approval deadline, labelled
 as what they are, the coordinator's statement of the participants' signed
-receipts (:class:`TermsView`).
+receipts (:class:`TermsView`); and under each step whose preview the terms
+hold, that preview ([GW-VIEW-PREVIEW]): what committing it will change and
+how surely, in its participant's signed words under
+:data:`~hatp.gateway._preview_view.STEP_PREVIEW_LABEL`
+(:class:`~hatp.gateway._preview_view.PreviewView`). A step without one
+shows nothing about previews.
 
 A :class:`CallView` does the same for one tool call ([GW-CALL-VIEW]): the
 server, the tool, the exact arguments (every value in them the agent's
@@ -26,15 +38,18 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
 from hatp.clock import format_time, parse_time
 from hatp.evidence import digest
+from hatp.gateway._amounts import format_amount
 from hatp.gateway._calls import call_terms, parse_call_request, terms_digest
+from hatp.gateway._preview_view import PreviewView, preview_lines, preview_view
 from hatp.gateway._questions import MAX_TEXT_LENGTH, parse_question
+from hatp.gateway._shown_json import ShownJson, shown_json
 from hatp.model import (
     CallRequest,
     HoldTerms,
@@ -49,6 +64,7 @@ from hatp.model import (
 __all__ = [
     "AGENT_TEXT_LABEL",
     "ARGUMENTS_LABEL",
+    "STEP_ARGUMENTS_LABEL",
     "TERMS_LABEL",
     "TOOL_TEXT_LABEL",
     "AmountLine",
@@ -72,6 +88,11 @@ __all__ = [
 AGENT_TEXT_LABEL = "Written by the agent (not checked by hatp):"
 #: The label above a call's arguments: exact, but every value in them is the agent's choice.
 ARGUMENTS_LABEL = "Arguments (exactly what the tool runs with, as the agent chose them):"
+#: The label above a plan step's arguments: what the participant runs, as the agent chose it.
+STEP_ARGUMENTS_LABEL = (
+    "Arguments (exactly what the participant runs, as the agent chose them; "
+    "only the participant checks them):"
+)
 #: The label above a tool's description, from the definition whose digest the terms bind.
 TOOL_TEXT_LABEL = "Tool description (the tool server's words, not checked by hatp):"
 #: The label above the hold terms: the coordinator's word for what the participants signed.
@@ -86,11 +107,21 @@ _TIER_WORDS = {
     Tier.FINAL: "cannot be undone",
 }
 _BAR = "  | "
+#: Where the lines under a step begin (under the step's name, past its number).
+_STEP_INDENT = "     "
 
 
 @dataclass(frozen=True, slots=True)
 class StepLine:
-    """One branch of the plan as the person sees it."""
+    """One branch of the plan as the person sees it.
+
+    ``args`` is the branch's ``args`` object from the signed plan, as it is:
+    what the participant runs the step with, every value the agent's choice
+    ([GW-VIEW-ARGS]). Channels show :attr:`shown_args`, never ``args`` raw.
+    ``preview`` is the step's effect preview from the hold terms, as shown
+    ([GW-VIEW-PREVIEW]); ``None`` when the terms hold none for it, or there
+    are no terms.
+    """
 
     branch_id: str
     participant: str
@@ -98,6 +129,14 @@ class StepLine:
     tier: Tier
     amount: str | None
     settles: tuple[str, ...]
+    args: dict[str, Any] = field(default_factory=dict)
+    preview: PreviewView | None = None
+
+    @property
+    def shown_args(self) -> ShownJson:
+        """The arguments as every channel shows them: escaped, bounded, with a note of
+        what was left out. [GW-VIEW-ESCAPE] [GW-VIEW-BOUNDED]"""
+        return shown_json(self.args)
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,7 +208,8 @@ def approver_view(
     terms: Mapping[str, Any] | HoldTerms | None = None,
 ) -> ApproverView:
     """Build the view of approval group ``group_id`` of ``plan``, with the hold terms
-    ``terms`` approved with it (holds-first). [GW-VIEW] [GW-TERMS]
+    ``terms`` approved with it (holds-first) and, under each step, the effect preview
+    the terms hold for it. [GW-VIEW] [GW-TERMS] [GW-VIEW-PREVIEW]
 
     Raises:
         pydantic.ValidationError: ``terms`` is not a HoldTerms (the gateway reads an
@@ -181,6 +221,8 @@ def approver_view(
     """
     parsed = recheck_plan(plan)
     required = required_amounts(parsed, group_id)
+    held = None if terms is None else _hold_terms(terms)
+    previews = {} if held is None else held.previews
     group = next(g for g in parsed.approvals if g.group_id == group_id)
     return ApproverView(
         txn_id=parsed.txn_id,
@@ -203,6 +245,10 @@ def approver_view(
                 if b.amount is None
                 else format_amount(b.amount.decimal, b.amount.currency),
                 settles=tuple(b.settles),
+                args=b.args,
+                preview=None
+                if (signed := previews.get(b.branch_id)) is None
+                else preview_view(signed),
             )
             for b in parsed.branches
         ),
@@ -212,7 +258,7 @@ def approver_view(
         decide_by=parse_time(parsed.deadlines.decide_by),
         # The only place the agent's words go.
         agent_text=None if parsed.agent_text is None else parsed.agent_text.summary,
-        terms=None if terms is None else terms_view(terms),
+        terms=None if held is None else terms_view(held),
     )
 
 
@@ -222,7 +268,7 @@ def terms_view(terms: Mapping[str, Any] | HoldTerms) -> TermsView:
     Raises:
         pydantic.ValidationError: ``terms`` is not a HoldTerms.
     """
-    parsed = terms if isinstance(terms, HoldTerms) else HoldTerms.model_validate(terms)
+    parsed = _hold_terms(terms)
     return TermsView(
         terms_digest=digest(parsed.to_wire()),
         holds=tuple(
@@ -237,26 +283,12 @@ def terms_view(terms: Mapping[str, Any] | HoldTerms) -> TermsView:
     )
 
 
+def _hold_terms(terms: Mapping[str, Any] | HoldTerms) -> HoldTerms:
+    return terms if isinstance(terms, HoldTerms) else HoldTerms.model_validate(terms)
+
+
 def _time(wire: str | None) -> datetime | None:
     return None if wire is None else parse_time(wire)
-
-
-def format_amount(value: Decimal, currency: str) -> str:
-    """Return ``value`` with thousands separators and the currency code after it.
-
-    Trailing zeros of the fraction are dropped, keeping at least two
-    decimals when there is a fraction; no digit that matters is ever
-    rounded away: ``1020.00`` → ``"1,020 USD"``, ``1234.5`` → ``"1,234.50 USD"``,
-    ``0.125`` → ``"0.125 USD"``.
-    """
-    # Text, not arithmetic: Decimal arithmetic rounds to 28 digits, and a
-    # plan amount may have 36.
-    digits = format(value, "f")
-    sign = "-" if digits.startswith("-") else ""
-    whole, _, fraction = digits.removeprefix("-").partition(".")
-    fraction = fraction.rstrip("0")
-    text = f"{int(whole):,}" + (f".{fraction.ljust(2, '0')}" if fraction else "")
-    return f"{sign}{text} {currency}"
 
 
 def render_text(view: ApproverView) -> str:
@@ -277,6 +309,9 @@ def render_text(view: ApproverView) -> str:
             + (f", {step.amount}" if step.amount is not None else ", no amount")
             + (f", settles {', '.join(_safe(s) for s in step.settles)}" if step.settles else "")
         )
+        lines.extend(_step_arguments_lines(step))
+        if step.preview is not None:
+            lines.extend(_STEP_INDENT + line for line in preview_lines(step.preview, _BAR))
     lines.append("")
     if view.amounts:
         lines.append("You approve spending:")
@@ -289,6 +324,19 @@ def render_text(view: ApproverView) -> str:
     if view.agent_text is not None:
         lines.extend(["", AGENT_TEXT_LABEL, *_barred(view.agent_text)])
     return "\n".join(lines) + "\n"
+
+
+def _step_arguments_lines(step: StepLine) -> list[str]:
+    """A step's arguments under their label, each line behind the bar; what was left
+    out said after them, in the gateway's words. [GW-VIEW-ARGS]"""
+    if not step.args:
+        return [f"{_STEP_INDENT}no arguments"]
+    shown = step.shown_args
+    lines = [_STEP_INDENT + STEP_ARGUMENTS_LABEL]
+    lines.extend(_STEP_INDENT + _BAR + line for line in shown.lines)
+    if shown.note is not None:
+        lines.append(_STEP_INDENT + shown.note)
+    return lines
 
 
 def _terms_lines(terms: TermsView) -> list[str]:

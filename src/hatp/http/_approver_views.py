@@ -3,9 +3,12 @@
 Everything a page shows comes from the :class:`~hatp.gateway.Notice` the
 gateway builds from the plan, the call or the question, and from the ask's
 progress; nothing comes from the agent's words except under their label
-([WEB-VIEW]): the agent's summary, a call's arguments and tool description,
-a question's prompt, options and form each stand in a box headed by the
-label that says whose words they are. Templates escape every value.
+([WEB-VIEW]): the agent's summary, each plan step's arguments, a call's
+arguments and tool description, a question's prompt, options and form each
+stand in a box headed by the label that says whose words they are; so does
+each step's effect preview, its participant's signed words (holds-first,
+[GW-VIEW-PREVIEW]).
+Templates escape every value.
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ from hatp.clock import format_time
 from hatp.gateway import (
     AGENT_TEXT_LABEL,
     ARGUMENTS_LABEL,
+    STEP_ARGUMENTS_LABEL,
+    STEP_PREVIEW_LABEL,
     TERMS_LABEL,
     TOOL_TEXT_LABEL,
     ApproverView,
@@ -53,6 +58,8 @@ _ENV.filters["utc"] = lambda moment: format_time(moment)[:19].replace("T", " ")
 _LABELS = {
     "agent": AGENT_TEXT_LABEL,
     "arguments": ARGUMENTS_LABEL,
+    "step_arguments": STEP_ARGUMENTS_LABEL,
+    "step_preview": STEP_PREVIEW_LABEL,
     "tool": TOOL_TEXT_LABEL,
     "terms": TERMS_LABEL,
 }

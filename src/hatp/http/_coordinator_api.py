@@ -200,8 +200,7 @@ class CoordinatorApi:
         }
 
     async def _state(self, params: TxnParams) -> Mapping[str, Any]:
-        state = await self._log(self._coordinator.state, params.txn_id)
-        return {"txnId": params.txn_id, "state": state.value}
+        return await self._log(self._coordinator.status, params.txn_id)
 
     async def _record(self, params: TxnParams) -> Mapping[str, Any]:
         return {"record": await self._log(self._coordinator.record, params.txn_id)}

@@ -32,7 +32,7 @@ from hatp.coordinator import Recovery
 from hatp.errors import HatpError, StoreUnavailable
 from hatp.gateway import HumanGateway
 from hatp.http._api import CALLER_SCOPE, ERROR_SCOPE
-from hatp.model import TxnState
+from hatp.model import EffectVerdict, TxnState
 from hatp.store import AskRow, DecisionLog
 
 __all__ = ["METRICS_PATH", "RequestLog", "ServeMetrics", "metrics_paths"]
@@ -153,6 +153,13 @@ class ServeMetrics:
             ["stage", "reason"],
             registry=r,
         )
+        self.txn_effects = Counter(
+            "hatp_txn_effects",
+            "Committed steps compared with their approved preview, by verdict (as-previewed, "
+            "within-bounds, differs: committed other than approved, flagged in the record)",
+            ["verdict"],
+            registry=r,
+        )
         if recovery is not None:
             r.register(_RecoveryCollector(recovery))
 
@@ -179,6 +186,11 @@ class ServeMetrics:
             self.txn_seconds.labels("phase2").observe((at - decided).total_seconds())
         if begun is not None:
             self.txn_seconds.labels("whole").observe((at - begun).total_seconds())
+
+    def effect_judged(self, txn_id: str, branch_id: str, verdict: EffectVerdict) -> None:
+        """Count a committed step by how it compared with its preview
+        (:class:`~hatp.coordinator.EffectObserver`)."""
+        self.txn_effects.labels(verdict.value).inc()
 
     def gate_checked(self, tool: str, refused: HatpError | None) -> None:
         """Count a gated call checked (:class:`~hatp.gate.GateObserver`)."""

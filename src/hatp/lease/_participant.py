@@ -27,13 +27,23 @@ the system of record has signed for and staged. A branch's args are
 The system of record commits in its own store's transactions, apart from
 the participant's. On one SQLite file the two would wait on each other's
 write lock, so prepare refuses that set-up [LEASE-PARTICIPANT-SAMEDB].
+
+The yes vote's preview is ``exact``: the resource's fields the mutation
+changes, from the state the lease was verified against to the state the
+action leaves it in, since the commit runs under the lease's epoch fence
+only on that very state. The commit observes the same, from the pre-image the
+system of record kept to its post-image, checked against the digests its
+signed commit receipt names.
 """
 
 from __future__ import annotations
 
+import logging
 import os
+from collections.abc import Mapping
 from typing import Any
 
+from pydantic import ValidationError
 from sqlalchemy import Connection
 from sqlalchemy.engine import make_url
 
@@ -49,13 +59,27 @@ from hatp.errors import (
 from hatp.evidence import digest
 from hatp.lease._model import LeaseBinding, RecoveryMode, RecoveryOutcome
 from hatp.lease._recovery import Recovered
+from hatp.lease._resources import State
 from hatp.lease._sor import SystemOfRecord
 from hatp.lease._verify import verify_lease
-from hatp.model import Preconditions, Tier
-from hatp.participant import Committed, Operation, Prepared, Refuse, Work
+from hatp.model import Certainty, Change, Preconditions, Tier
+from hatp.model.effects import MAX_CHANGES
+from hatp.participant import (
+    Committed,
+    Operation,
+    Prepared,
+    Refuse,
+    Work,
+    change,
+    observed,
+    preview,
+    render,
+)
 from hatp.store import LeaseStatus, Store
 
 __all__ = ["LeasedOperation"]
+
+_log = logging.getLogger(__name__)
 
 #: The longest window a lease may be asked for (the wire's bound on ``tReqMs``).
 _MAX_T_REQ_MS = 10**12
@@ -128,11 +152,20 @@ class LeasedOperation(Operation):
             raise Refuse(error.code, error.message) from None
         except LeaseUnavailable as error:
             raise Refuse(error.code, f"{error.data.get('reason')}: {error.message}") from None
-        refusal = self._refusal(work, lease, resource, mutation, binding)
+        state, epoch = self._sor.state(resource)
+        refusal = self._refusal(work, lease, resource, mutation, binding, state, epoch)
         if refusal is not None:
             self._sor.recover(lease["leaseId"])  # void it: a no vote leaves no live lease
             raise refusal
-        return Prepared(preconditions=_prepared_preconditions(lease), data={"lease": lease})
+        # The lease was verified against ``state`` just now, so the mutation starts from it.
+        changes = self._changes(resource, mutation, state)
+        return Prepared(
+            preconditions=_prepared_preconditions(lease),
+            preview=None
+            if changes is None
+            else preview(Certainty.EXACT, changes, summary=_said(mutation, changes)),
+            data={"lease": lease},
+        )
 
     def _refusal(
         self,
@@ -141,9 +174,11 @@ class LeasedOperation(Operation):
         resource: str,
         mutation: dict[str, Any],
         binding: LeaseBinding,
+        state: State,
+        epoch: int,
     ) -> Refuse | None:
-        """Why the granted lease does not carry a yes vote, or ``None``."""
-        state, epoch = self._sor.state(resource)
+        """Why the granted lease does not carry a yes vote against ``state`` at ``epoch``
+        (the resource now), or ``None``."""
         try:
             verify_lease(
                 lease,
@@ -204,6 +239,7 @@ class LeasedOperation(Operation):
             lease, resource=resource, mutation=mutation, binding=_binding(work)
         )
         receipt = applied.receipt
+        changes = self._applied(lease["leaseId"], resource, mutation, receipt)
         return Committed(
             effect={
                 "leaseId": lease["leaseId"],
@@ -212,8 +248,38 @@ class LeasedOperation(Operation):
                 "postImageStateHash": receipt["postImageStateHash"],
                 "receipt": receipt,
             },
+            observed=None
+            if changes is None
+            else observed(changes, summary=_said(mutation, changes)),
             undo_token=lease["leaseId"],
         )
+
+    def _changes(
+        self, resource: str, mutation: Mapping[str, Any], before: State
+    ) -> list[Change] | None:
+        """What ``mutation`` changes from ``before`` (``None``: it does not fit a preview)."""
+        return _changes(resource, before, self._sor.post_image(before, mutation))
+
+    def _applied(
+        self, lease_id: str, resource: str, mutation: Mapping[str, Any], receipt: dict[str, Any]
+    ) -> list[Change] | None:
+        """What the mutation changed: from the pre-image the system of record kept for the
+        lease; ``None`` (nothing observed) unless the images are the ones its receipt signs."""
+        before = self._sor.lease(lease_id).pre_image
+        after = self._sor.post_image(before, mutation) if isinstance(before, dict) else None
+        if (
+            after is None
+            or digest(before) != receipt["preImageStateHash"]
+            or digest(after) != receipt["postImageStateHash"]
+        ):
+            _log.warning(
+                "lease %s on %s: the kept pre-image and the mutation do not give the images "
+                "the commit receipt signs; nothing observed",
+                lease_id,
+                resource,
+            )
+            return None
+        return _changes(resource, before, after)
 
     def compensate(self, work: Work, undo_token: str) -> None:
         """Run the lease's recovery once [LEASE-PARTICIPANT-UNDO].
@@ -260,6 +326,36 @@ class LeasedOperation(Operation):
                 receipt=recovered.receipt,
             )
         return recovered
+
+
+def _changes(resource: str, before: State, after: State) -> list[Change] | None:
+    """The resource's fields that differ, each an ``update``, in name order; the whole
+    state as one change when they do not fit a preview; ``None`` when even that does not
+    (a resource id longer than a change names), which is signed as certainty ``none``."""
+    # In name order: a state read from the resource and one kept as JSON list their
+    # fields in different orders, and a preview and its observed effect must agree.
+    fields = sorted(set(before) | set(after))
+    try:
+        changed = [
+            change(resource, "update", field=name, before=before.get(name), after=after.get(name))
+            for name in fields
+            if name not in after
+            or name not in before
+            or digest({"v": before[name]}) != digest({"v": after[name]})
+        ]
+        if len(changed) <= MAX_CHANGES:
+            return changed
+    except ValidationError:
+        pass  # a field name longer than a change names: the state as a whole, below
+    try:
+        return [change(resource, "update", before=before, after=after)]
+    except ValidationError:
+        _log.warning("the changes to %s do not fit a preview: none given", resource[:80])
+        return None
+
+
+def _said(mutation: Mapping[str, Any], changes: list[Change]) -> str:
+    return f"{mutation['action']}: {render(changes)}"
 
 
 def _target(work: Work) -> tuple[str, dict[str, Any]]:

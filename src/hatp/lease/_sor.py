@@ -577,6 +577,15 @@ class SystemOfRecord:
         """The names of the typed mutations this system of record offers, sorted."""
         return sorted(self._actions)
 
+    def post_image(self, state: State, mutation: Mapping[str, Any]) -> State:
+        """The state ``mutation`` (``{action, params}``) leaves ``state`` in; writes nothing.
+
+        Raises:
+            MutationInvalid: an action not offered here, or params it refuses.
+        """
+        wanted = parse_mutation(mutation)
+        return run_action(self._action(wanted.action), state, wanted.params)
+
     def lease(self, lease_id: str) -> LeaseRow:
         """The lease as this system of record keeps it: its status and receipts.
 

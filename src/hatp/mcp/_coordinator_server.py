@@ -127,9 +127,14 @@ class CoordinatorExtension(Extension):
     # The tools' parameters are named as their arguments are on the wire (camelCase).
     async def _txn_status(self, txnId: _TxnId) -> types.CallToolResult:
         async def read() -> types.CallToolResult:
-            state = await self._coordinator.log.store.call(self._coordinator.state, txnId)
-            text = f"transaction {txnId}: {state.value}"
-            return tool_result(text, {"txnId": txnId, "state": state.value})
+            status = await self._coordinator.log.store.call(self._coordinator.status, txnId)
+            text = f"transaction {txnId}: {status['state']}"
+            if status.get("effectDiffers"):
+                text += (
+                    "; committed other than approved (flagged, for a person to judge): "
+                    + ", ".join(status["effectDiffers"])
+                )
+            return tool_result(text, status)
 
         return await answer_or_refusal(TXN_STATUS_TOOL, read)
 
@@ -160,8 +165,7 @@ class CoordinatorExtension(Extension):
     async def _state(
         self, params: TxnParams, ctx: ServerRequestContext[Any, Any]
     ) -> Mapping[str, Any]:
-        state = await self._coordinator.log.store.call(self._coordinator.state, params.txn_id)
-        return {"txnId": params.txn_id, "state": state.value}
+        return await self._coordinator.log.store.call(self._coordinator.status, params.txn_id)
 
     async def _record(
         self, params: TxnParams, ctx: ServerRequestContext[Any, Any]

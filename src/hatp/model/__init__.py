@@ -49,6 +49,14 @@ from hatp.model.card import (
     parse_card,
     parse_card_body,
 )
+from hatp.model.effects import (
+    Certainty,
+    Change,
+    EffectPreview,
+    EffectVerdict,
+    ObservedEffect,
+    effect_verdict,
+)
 from hatp.model.findings import Finding, Result, VerificationReport
 from hatp.model.human import (
     ASK_ID_PATTERN,
@@ -129,11 +137,15 @@ __all__ = [
     "CallTerms",
     "Capacity",
     "CardKey",
+    "Certainty",
     "ChainEstimate",
+    "Change",
     "Channel",
     "Deadlines",
     "Decision",
     "Digest",
+    "EffectPreview",
+    "EffectVerdict",
     "Escalation",
     "Finding",
     "HeldUntil",
@@ -148,6 +160,7 @@ __all__ = [
     "KeyringEntry",
     "Kid",
     "Mode",
+    "ObservedEffect",
     "OffSessionReauth",
     "OutcomeReceipt",
     "PasskeyAssertion",
@@ -187,6 +200,7 @@ __all__ = [
     "WireModel",
     "WireNumber",
     "WireTime",
+    "effect_verdict",
     "first_error",
     "owed",
     "parse_address",

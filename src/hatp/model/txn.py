@@ -14,6 +14,7 @@ from typing import Literal
 from pydantic import Field
 
 from hatp.model._base import Digest, JsonObject, PositiveSeconds, WireModel, WireTime
+from hatp.model.effects import EffectPreview, ObservedEffect
 from hatp.model.human import ASK_ID_PATTERN
 from hatp.model.plan import Amount, Tier
 from hatp.model.signature import Signature
@@ -130,6 +131,9 @@ class PrepareReceipt(WireModel):
         default=None, description="compensate and final: what the dry run saw"
     )
     cost: Amount | None = Field(default=None, description="what the participant will charge")
+    preview: EffectPreview | None = Field(
+        default=None, description="a yes vote: what commit will change, and how surely"
+    )
     time: WireTime
     signature: Signature
 
@@ -166,6 +170,9 @@ class Quote(WireModel):
         default=None,
         description="holds: how long a hold placed now could last, renewals included",
     )
+    preview: EffectPreview | None = Field(
+        default=None, description="what a prepare now and its commit would change"
+    )
     time: WireTime
     signature: Signature
 
@@ -182,14 +189,20 @@ class HoldTerms(WireModel):
     """Holds-first mode: what people approve with the plan (docs/spec.md §14 [COORD-TERMS]).
 
     The holds' end times, taken from the participants' signed prepare
-    receipts, and the approval deadline that fits inside them. Votes and
-    approvals carry its digest as ``termsDigest``.
+    receipts, the approval deadline that fits inside them, and each step's
+    effect preview as its participant signed it [COORD-PREVIEW]. Votes and
+    approvals carry its digest as ``termsDigest``, so they cover the previews
+    people were shown.
     """
 
     kind: Literal["hold-terms"]
     plan_digest: Digest
     holds: list[HeldUntil]
     approve_by: WireTime
+    previews: dict[str, EffectPreview] = Field(
+        default_factory=dict,
+        description="each step's effect preview, by branchId, from its signed prepare receipt",
+    )
 
 
 class RenewReceipt(WireModel):
@@ -225,6 +238,9 @@ class OutcomeReceipt(WireModel):
     outcome: BranchState = Field(strict=False)
     undo_token: str | None = Field(default=None, description="compensate tier: undoes the commit")
     effect: JsonObject | None = Field(default=None, description="what was done, for a person")
+    observed: ObservedEffect | None = Field(
+        default=None, description="a commit: what it changed, in the structure of its preview"
+    )
     time: WireTime
     signature: Signature
 
@@ -302,6 +318,7 @@ class TxnEvent(StrEnum):
     IN_DOUBT = "txn.in-doubt"
     UNWINDING = "txn.unwinding"
     COMMITTED = "txn.committed"
+    EFFECT = "txn.effect"
     COMPENSATED = "txn.compensated"
     ABORTED = "txn.aborted"
     HELD = "txn.held"

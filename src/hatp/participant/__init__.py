@@ -3,10 +3,13 @@
 A tool server writes one :class:`Operation` per operation it offers and
 hands them to a :class:`ParticipantServer`, which keeps each branch's state
 in the store, checks fences, plans, costs, leases and preconditions, and
-signs every receipt. The coordinator talks to anything that is a
+signs every receipt. An operation says what its commit will change
+(:func:`preview`, with a certainty) and what it changed (:func:`observed`),
+each built from :func:`change` s. The coordinator talks to anything that is a
 :class:`Participant`.
 """
 
+from hatp.participant._effects import change, no_preview, observed, preview, render
 from hatp.participant._operation import (
     Committed,
     Operation,
@@ -29,4 +32,9 @@ __all__ = [
     "Refuse",
     "Relay",
     "Work",
+    "change",
+    "no_preview",
+    "observed",
+    "preview",
+    "render",
 ]

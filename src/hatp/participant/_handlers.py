@@ -31,6 +31,7 @@ from hatp.errors import (
 )
 from hatp.evidence import SigningKey
 from hatp.model import Branch, BranchState, Plan, Preconditions, Tier, Vote, parse_plan
+from hatp.participant._effects import no_preview
 from hatp.participant._operation import (
     Operation,
     Prepared,
@@ -259,6 +260,7 @@ def place(
         hold_horizon=hold_horizon,
         preconditions=prepared.preconditions,
         cost=prepared.cost,
+        preview=prepared.preview or no_preview(operation),
         attempt=attempt,
     )
     call.save(
@@ -337,7 +339,12 @@ def _commit_prepared(call: Call) -> Result:
     if operation.tier is Tier.COMPENSATE:
         token = committed.undo_token or secrets.token_urlsafe(32)
     receipt = call.signer().outcome(
-        "commit", row.plan_digest, BranchState.COMMITTED, undo_token=token, effect=committed.effect
+        "commit",
+        row.plan_digest,
+        BranchState.COMMITTED,
+        undo_token=token,
+        effect=committed.effect,
+        observed=committed.observed,
     )
     call.save(state=BranchState.COMMITTED, outcome_receipt=receipt, undo_token=token)
     return receipt

@@ -18,7 +18,15 @@ from sqlalchemy import Connection
 
 from hatp.errors import InvalidJson
 from hatp.evidence import canonicalize, json_number
-from hatp.model import Amount, Branch, Plan, Preconditions, Tier
+from hatp.model import (
+    Amount,
+    Branch,
+    EffectPreview,
+    ObservedEffect,
+    Plan,
+    Preconditions,
+    Tier,
+)
 
 __all__ = ["Committed", "Operation", "Prepared", "Quoted", "Refuse", "Work"]
 
@@ -51,6 +59,9 @@ class Prepared:
     branch's amount [PART-COST]). ``preconditions``: what a dry run saw
     (checked again at commit [PART-PRECONDITION]). ``lease_seconds``: holds
     only, the lease asked for (capped at ``max_lease_seconds``).
+    ``preview``: what commit will change, and how surely (build it with
+    :func:`~hatp.participant.preview`); ``None`` is signed as certainty
+    ``none``, never guessed [PART-PREVIEW].
     ``data``: operation-private JSON, handed back in ``Work.prepared``.
 
     Raises:
@@ -60,6 +71,7 @@ class Prepared:
     cost: Amount | None = None
     preconditions: Preconditions | None = None
     lease_seconds: float | None = None
+    preview: EffectPreview | None = None
     data: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -72,14 +84,18 @@ class Prepared:
 class Committed:
     """What :meth:`Operation.commit` did.
 
-    ``effect``: JSON for a person (in the commit receipt). ``undo_token``:
-    compensate tier only; ``None`` lets the SDK make a random one [PART-UNDO].
+    ``effect``: JSON for a person (in the commit receipt). ``observed``: what
+    it changed, in the structure of the preview (build it with
+    :func:`~hatp.participant.observed`), compared with the preview by the
+    coordinator [TXN-EFFECT]. ``undo_token``: compensate tier only; ``None``
+    lets the SDK make a random one [PART-UNDO].
 
     Raises:
         ValueError: ``effect`` is not JSON.
     """
 
     effect: dict[str, Any] = field(default_factory=dict)
+    observed: ObservedEffect | None = None
     undo_token: str | None = None
 
     def __post_init__(self) -> None:
@@ -91,8 +107,10 @@ class Quoted:
     """What :meth:`Operation.quote` says a prepare now would charge.
 
     ``cost``: the price (``None``: not said). ``valid_seconds``: how long the
-    price holds from now (``None``: no expiry). A cost above the branch's
-    amount is quoted as it is: the prepare is what votes no [PART-COST].
+    price holds from now (``None``: no expiry). ``preview``: what a prepare
+    now and its commit would change (``None``: certainty ``none``). A cost
+    above the branch's amount is quoted as it is: the prepare is what votes
+    no [PART-COST].
 
     Raises:
         ValueError: ``valid_seconds`` is not positive.
@@ -100,6 +118,7 @@ class Quoted:
 
     cost: Amount | None = None
     valid_seconds: float | None = None
+    preview: EffectPreview | None = None
 
     def __post_init__(self) -> None:
         if self.valid_seconds is not None and not self.valid_seconds > 0:
@@ -209,18 +228,20 @@ def prepared_to_json(prepared: Prepared) -> dict[str, Any]:
         "leaseSeconds": None
         if prepared.lease_seconds is None
         else json_number(prepared.lease_seconds),
+        "preview": None if prepared.preview is None else prepared.preview.to_wire(),
         "data": prepared.data,
     }
 
 
 def prepared_from_json(doc: dict[str, Any]) -> Prepared:
     """Rebuild a :class:`Prepared` from :func:`prepared_to_json`'s form."""
-    cost, preconditions = doc.get("cost"), doc.get("preconditions")
+    cost, preconditions, preview = doc.get("cost"), doc.get("preconditions"), doc.get("preview")
     return Prepared(
         cost=None if cost is None else Amount.model_validate(cost),
         preconditions=None
         if preconditions is None
         else Preconditions.model_validate(preconditions),
         lease_seconds=doc.get("leaseSeconds"),
+        preview=None if preview is None else EffectPreview.model_validate(preview),
         data=dict(doc.get("data") or {}),
     )

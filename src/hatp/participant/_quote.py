@@ -13,6 +13,7 @@ from sqlalchemy import Connection
 
 from hatp import _checks
 from hatp.model import BranchState, Tier
+from hatp.participant._effects import no_preview
 from hatp.participant._handlers import Call, Handler, Result
 from hatp.participant._operation import Operation, Quoted, Refuse, Work
 from hatp.participant._rules import hold_terms, valid_until
@@ -34,6 +35,7 @@ def _quote(call: Call) -> Result:
         valid_until=valid_until(call.now, quoted.valid_seconds),
         lease_seconds=lease_seconds,
         hold_seconds=hold_seconds,
+        preview=quoted.preview or no_preview(operation),
     )
 
 

@@ -16,6 +16,8 @@ from hatp.evidence import SigningKey, json_number, sign
 from hatp.model import (
     Amount,
     BranchState,
+    EffectPreview,
+    ObservedEffect,
     OutcomeReceipt,
     Preconditions,
     PrepareReceipt,
@@ -60,6 +62,7 @@ class Signer:
         hold_horizon: datetime | None = None,
         preconditions: Preconditions | None = None,
         cost: Amount | None = None,
+        preview: EffectPreview | None = None,
         attempt: int = 1,
     ) -> dict[str, Any]:
         """Return a signed PrepareReceipt (its wire dict); ``attempt`` > 1 for a replacement."""
@@ -73,6 +76,7 @@ class Signer:
             "holdHorizon": _time(hold_horizon),
             "preconditions": None if preconditions is None else preconditions.to_wire(),
             "cost": None if cost is None else cost.to_wire(),
+            "preview": None if preview is None else preview.to_wire(),
             "time": format_time(self.now),
         }
         signed = sign(body, self.key)
@@ -88,6 +92,7 @@ class Signer:
         valid_until: datetime | None,
         lease_seconds: float | None,
         hold_seconds: float | None,
+        preview: EffectPreview | None = None,
     ) -> dict[str, Any]:
         """Return a signed Quote (its wire dict)."""
         body = {
@@ -97,6 +102,7 @@ class Signer:
             "validUntil": _time(valid_until),
             "leaseSeconds": None if lease_seconds is None else json_number(lease_seconds),
             "holdSeconds": None if hold_seconds is None else json_number(hold_seconds),
+            "preview": None if preview is None else preview.to_wire(),
             "time": format_time(self.now),
         }
         signed = sign(body, self.key)
@@ -125,6 +131,7 @@ class Signer:
         *,
         undo_token: str | None = None,
         effect: dict[str, Any] | None = None,
+        observed: ObservedEffect | None = None,
     ) -> dict[str, Any]:
         """Return a signed OutcomeReceipt (its wire dict)."""
         body = {
@@ -132,6 +139,7 @@ class Signer:
             "outcome": outcome.value,
             "undoToken": undo_token,
             "effect": effect,
+            "observed": None if observed is None else observed.to_wire(),
             "time": format_time(self.now),
         }
         signed = sign(body, self.key)
