@@ -46,6 +46,7 @@ from txn_records import (
     DANA,
     ERIN,
     GATEWAY,
+    PAY_PREVIEW,
     TxnBuilder,
     hold_preview,
     holds_first_trip,
@@ -441,6 +442,12 @@ def _txn_preview_changed_after_approval() -> Any:
     return holds_first_trip(replaced_with=hold_preview("flight", holder="mallory"))
 
 
+def _txn_preview_below_policy() -> Any:
+    # The plan asks an exact preview of its final step; the card's is only predicted, yet
+    # people were asked and the trip committed.
+    return holds_first_trip(policy={"final": "exact"}, previewed={"pay": PAY_PREVIEW})
+
+
 def _txn_effect_hidden() -> Any:
     # The card was charged 1985.00 against a predicted 1900.00 (at most 1950.00); the
     # record says nothing of it: no txn.effect, no effectDiffers.
@@ -757,6 +764,9 @@ CASES: tuple[Planted, ...] = (
     Planted("txn-preview-changed-after-approval", "TXN-PREVIEW", "record",
             "a hold placed again after the approval, with another preview, is committed so",
             _txn_preview_changed_after_approval),
+    Planted("txn-preview-below-policy", "TXN-PREVIEW", "record",
+            "the plan asks an exact preview of the card's charge; people saw a predicted one",
+            _txn_preview_below_policy),
     Planted("txn-effect-hidden", "TXN-EFFECT", "record",
             "the card was charged beyond its predicted preview's bound; the record is silent",
             _txn_effect_hidden),

@@ -21,7 +21,9 @@ from hatp.evidence import parse_json
 from planted import CASES, FIXTURES, Planted, attempt, good_record, keyring, write_fixtures
 from txn_records import KEYS as TXN_KEYS
 from txn_records import (
+    PAY_PREVIEW,
     committed_trip,
+    holds_first_trip,
     lapsed_trip,
     price_changed_trip,
     rejected_trip,
@@ -50,6 +52,9 @@ def test_the_untampered_record_passes_every_rule() -> None:
         lapsed_trip,
         price_changed_trip,
         lambda: price_changed_trip("1940.00", stated="within-bounds", flagged=False),
+        lambda: holds_first_trip(
+            policy={"final": "bounded", "hold": "exact"}, previewed={"pay": PAY_PREVIEW}
+        ),
     ],
 )
 def test_the_honest_transaction_records_pass_every_rule(build: Callable[[], object]) -> None:

@@ -825,14 +825,21 @@ def holds_first_trip(
     longer: Mapping[str, float] | None = None,
     misstated: Mapping[str, dict[str, Any]] | None = None,
     replaced_with: dict[str, Any] | None = None,
+    policy: Mapping[str, str] | None = None,
+    previewed: Mapping[str, dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """Holds-first: every branch votes (the holds with their previews), the terms are
     stated (the holds' ends, decideBy well inside them, the previews; ``longer`` and
     ``misstated``: misstated, see :meth:`TxnBuilder.termed`), finance approves plan and
     terms: COMMITTED. ``replaced_with``: after the approval, the flight's hold is placed
-    again (same lease) with this preview, and committed so."""
-    b = TxnBuilder(trip_plan(mode="holds-first")).planned()
+    again (same lease) with this preview, and committed so. ``policy``: the plan's
+    preview minimum per tier; ``previewed``: previews of other steps, as signed."""
+    plan = trip_plan(mode="holds-first")
+    if policy is not None:
+        plan["previews"] = {"minimum": dict(policy)}
+    b = TxnBuilder(plan).planned()
     b.previews.update({bid: hold_preview(bid) for bid in ("flight", "hotel")})
+    b.previews.update(previewed or {})
     for branch_id in BRANCHES:
         b.prepared(branch_id)
     first = next(
@@ -860,7 +867,7 @@ def holds_first_trip(
             }
         b.committed(branch_id)
         if preview is not None:
-            b.effect(branch_id, "as-previewed", "exact")
+            b.effect(branch_id, "as-previewed", preview["certainty"])
     return b.outcome("committed").sealed()
 
 

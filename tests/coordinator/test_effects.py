@@ -32,6 +32,7 @@ from hatp.participant import Participant, Relay, change, observed, preview
 #: Each check switched off here, and the tests that show the harm it prevents.
 SWITCH_OFF_TESTS = {
     "COORD-EFFECT": ("test_switched_off_the_difference_is_not_flagged_and_the_record_fails",),
+    "COORD-PREVIEW-MIN": ("test_switched_off_people_are_asked_about_a_step_below_the_policy",),
     "COORD-PREVIEW": (
         "test_switched_off_people_approve_terms_without_the_previews",
         "test_switched_off_a_changed_step_is_committed_though_people_approved_another",
@@ -248,3 +249,36 @@ def test_switched_off_a_changed_step_is_committed_though_people_approved_another
     assert outcome.state is TxnState.COMMITTED, outcome.reason
     failed = {finding.split(":")[0] for finding in failed_findings(outcome, trip.world)}
     assert "TXN-PREVIEW" in failed
+
+
+def below_policy(trip: Trip) -> Outcome:
+    """Holds-first, the plan asking an exact preview of its final step; the card's charge
+    previews only a predicted amount (at most 760.00)."""
+    plan = trip.plan(decide_in=40 * 60, mode="holds-first")
+    plan["previews"] = {"minimum": {"final": "exact", "hold": "exact"}}
+    return trip.run(plan, links={PAYMENTS: Reports(trip.links[PAYMENTS], trip, "730.00")})
+
+
+def test_a_step_whose_preview_says_less_than_the_policy_asks_aborts_before_anyone_is_asked(
+    trip: Trip,
+) -> None:
+    """[COORD-PREVIEW-MIN] [PLAN-PREVIEWS] nobody is asked about a step that cannot say
+    what the plan requires; the holds are released; the record verifies."""
+    outcome = below_policy(trip)
+    assert outcome.state is TxnState.ABORTED
+    assert outcome.reason == (
+        "charge gives a predicted preview; the plan asks at least exact of a final step, "
+        "so nobody was asked"
+    )
+    assert not bodies(outcome, "txn.pending") and not bodies(outcome, "txn.terms")
+    assert failed_findings(outcome, trip.world) == []
+
+
+def test_switched_off_people_are_asked_about_a_step_below_the_policy(trip: Trip) -> None:
+    """[COORD-PREVIEW-MIN] planted: without the check people approve a charge whose preview
+    is only predicted, against the plan; the verifier finds it [TXN-PREVIEW]."""
+    with unsafe_switched_off("COORD-PREVIEW-MIN"):
+        outcome = below_policy(trip)
+    assert outcome.state is TxnState.COMMITTED, outcome.reason
+    failed = {finding.split(":")[0] for finding in failed_findings(outcome, trip.world)}
+    assert failed == {"TXN-PREVIEW"}

@@ -206,6 +206,24 @@ CASES: list[tuple[str, str, Callable[[dict[str, Any]], object], str]] = [
         lambda d: d.update(escalation={"leadSeconds": -1}),
         "/escalation/leadSeconds",
     ),
+    (
+        "PLAN-PREVIEWS",
+        "PREVIEW_MODE",
+        lambda d: d.update(mode="parallel", previews={"minimum": {"final": "bounded"}}),
+        "/mode",
+    ),
+    (
+        "PLAN-PREVIEWS",
+        "SHAPE",
+        lambda d: d.update(mode="holds-first", previews={"minimum": {"final": "certain"}}),
+        "/previews/minimum/final",
+    ),
+    (
+        "PLAN-PREVIEWS",
+        "SHAPE",
+        lambda d: d.update(mode="holds-first", previews={"minimum": {"instant": "exact"}}),
+        "/previews/minimum/instant/[key]",
+    ),
     ("PLAN-SHAPE", "SHAPE", lambda d: d.pop("deadlines"), "/deadlines"),
     ("PLAN-SHAPE", "SHAPE", lambda d: d.update(total="730"), "/total"),
     ("PLAN-SHAPE", "SHAPE", lambda d: d.update(initiator="human://acme.com/eve"), "/initiator"),
@@ -328,3 +346,21 @@ def test_numbers_the_reader_takes_back_are_kept_in_args() -> None:
     doc = copy.deepcopy(GOOD)
     doc["branches"][0]["args"] = {"big": 1e21, "small": 1e-7, "safe": 2**53 - 1}
     assert parse_plan(doc).branches[0].args == {"big": 1e21, "small": 1e-7, "safe": 2**53 - 1}
+
+
+def test_a_preview_policy_is_signed_when_present_and_absent_from_earlier_plans_PLAN_PREVIEWS() -> (
+    None
+):
+    """[PLAN-PREVIEWS] a plan without one keeps the normal form (and digest) it had before
+    policies existed; one with a policy signs it; only holds-first may demand previews."""
+    plan = parse_plan(GOOD)
+    assert "previews" not in plan.to_wire()
+    demanding = copy.deepcopy(GOOD)
+    demanding.update(mode="holds-first", previews={"minimum": {"final": "exact", "hold": "none"}})
+    parsed = parse_plan(demanding)
+    assert parsed.previews is not None and parsed.previews.demands
+    assert parsed.to_wire()["previews"] == {"minimum": {"final": "exact", "hold": "none"}}
+    assert parse_plan(parsed.to_wire()) == parsed
+    relaxed = copy.deepcopy(GOOD)
+    relaxed.update(mode="parallel", previews={"minimum": {"final": "none"}})
+    assert not parse_plan(relaxed).previews.demands  # type: ignore[union-attr]

@@ -31,7 +31,16 @@ from hatp.coordinator._txn import TxnRun
 from hatp.coordinator._vetting import describe, vet_approval, vet_pending, vet_vote
 from hatp.errors import StaleFence, Unavailable
 from hatp.evidence import Keyring, SigningKey, digest
-from hatp.model import ApprovalGroup, Branch, HoldTerms, Mode, Tier, TxnEvent
+from hatp.model import (
+    ApprovalGroup,
+    Branch,
+    Certainty,
+    HoldTerms,
+    Mode,
+    Tier,
+    TxnEvent,
+    meets,
+)
 from hatp.participant import Participant
 
 _log = logging.getLogger(__name__)
@@ -73,6 +82,27 @@ class Phase1:
             call_timeout=call_timeout,
             commit_allowance=commit_allowance,
         )
+
+    def _previews_short(self, run: TxnRun) -> str | None:
+        """Why people may not be asked: a step's preview says less than the plan's policy
+        asks of its tier [COORD-PREVIEW-MIN]; ``None`` when every preview says enough."""
+        policy = run.plan.previews
+        if policy is None:
+            return None
+        for branch in run.plan.branches:
+            need = policy.required(branch.tier)
+            receipt = run.prepares.get(branch.branch_id)
+            shown = None if receipt is None else receipt.preview
+            if meets(shown, need) or not _checks.is_on("COORD-PREVIEW-MIN"):
+                continue
+            said = "no preview" if shown is None else f"a {shown.certainty.value} preview"
+            if shown is not None and shown.certainty is Certainty.PREDICTED and shown.bound is None:
+                said += " with no bound"
+            return (
+                f"{branch.branch_id} gives {said}; the plan asks at least {need} of a "
+                f"{branch.tier.value} step, so nobody was asked"
+            )
+        return None
 
     def preview_changed(self, run: TxnRun) -> str | None:
         """Holds-first: why a step may not be committed because its preview is not the one
@@ -122,6 +152,8 @@ class Phase1:
         if choice.chosen is Mode.HOLDS_FIRST:
             if placing := await self._gather(run, decide_by, branches, ()):
                 return placing
+            if short := self._previews_short(run):
+                return short
             self._state_terms(run)
             holds = [b for b in branches if b.tier is Tier.HOLD]
             return await self._gather(run, decide_by, (), groups, kept=holds)

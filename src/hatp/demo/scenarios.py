@@ -12,7 +12,7 @@ import os
 import secrets
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from decimal import Decimal
@@ -57,6 +57,8 @@ class Scenario:
     lead_seconds: int | None = None
     #: Run on a simulated clock: half an hour of protocol time in a second.
     simulated: bool = False
+    #: The plan's preview policy: the least each tier's preview must say (holds-first).
+    previews: Mapping[str, str] | None = None
     #: A fee the card's bank adds at capture (payments then previews the charge as predicted).
     capture_fee: CaptureFee | None = None
 
@@ -113,11 +115,13 @@ SCENARIOS: dict[str, Scenario] = {
         ),
         Scenario(
             "price-changed",
-            "holds first: finance approves each step's signed preview with the plan, the "
-            "charge's predicted as 730.00 USD, at most 750.00 USD; the bank adds a fee at "
+            "holds first, the plan asking a bounded preview of the charge: finance approves "
+            "each step's signed preview with the plan, the charge's predicted as 730.00 USD, "
+            "at most 750.00 USD; the bank adds a fee at "
             "capture and takes 765.00 USD: the trip commits, and the record flags the charge "
             "as differing from what was approved",
             mode="holds-first",
+            previews={"final": "bounded"},
             capture_fee=CaptureFee(up_to=Decimal("20.00"), added=Decimal("35.00")),
         ),
     )
@@ -159,7 +163,7 @@ async def run_scenario(
     log = DecisionLog(open_store(folder / "coordinator.db"))
     txn_id = f"trip-{clock.now():%Y%m%d-%H%M%S}-{secrets.token_hex(3)}"
     decide_by = clock.now() + timedelta(seconds=scenario.decide_in_seconds)
-    plan = trip_plan(txn_id, decide_by=decide_by, mode=scenario.mode)
+    plan = trip_plan(txn_id, decide_by=decide_by, mode=scenario.mode, previews=scenario.previews)
     if scenario.lead_seconds is not None:
         plan["escalation"] = {"address": None, "leadSeconds": scenario.lead_seconds}
     links: dict[str, Participant] = {}

@@ -364,8 +364,10 @@ def trip_plan(
     card: str = CARD,
     mode: str = "parallel",
     passkey: bool | Mapping[str, Any] = False,
+    previews: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
-    """Return the business-trip plan's wire form (it passes :func:`hatp.model.parse_plan`).
+    """Return the business-trip plan's wire form (it passes :func:`hatp.model.parse_plan`);
+    ``previews``, the least each tier's effect preview must say (holds-first only).
 
     Four branches: ``seat`` (airline, hold, 420.00 USD), ``room`` (hotel,
     hold, 2 nights at 155.00 = 310.00 USD), ``calendar`` (compensate, no
@@ -376,7 +378,9 @@ def trip_plan(
     airline votes no; :data:`LOW_LIMIT_CARD` declines the charge.
     """
     who = traveller.rsplit("/", 1)[-1].capitalize()
+    policy = {} if previews is None else {"previews": {"minimum": dict(previews)}}
     return {
+        **policy,
         "hatpVersion": PROTOCOL_VERSION,
         "txnId": txn_id,
         "initiator": INITIATOR,

@@ -39,6 +39,7 @@ from hatp.evidence._txn_read import Event, Txn, wire_time
 from hatp.model import (
     ApprovalDecision,
     ChainEstimate,
+    Decision,
     HoldTerms,
     Mode,
     Plan,
@@ -274,6 +275,10 @@ def _terms_problems(txn: Txn, plan: Plan) -> list[tuple[int, str]]:
     any ask, stating each hold's end as its participant signed it and the approval
     deadline in force, inside every horizon; every approving approval carries its digest."""
     found = txn.of(TxnEvent.TERMS)
+    asked = txn.of(TxnEvent.PENDING, TxnEvent.APPROVAL)
+    commits = any(e.get("decision") == Decision.COMMIT for e in txn.of(TxnEvent.DECIDED))
+    if not found and not asked and not commits:
+        return []  # ended before the terms (a no vote, a preview short of the policy)
     if len(found) != 1:
         where = found[1].position if len(found) > 1 else txn.events[-1].position
         return [(where, f"holds-first, with {len(found)} txn.terms events, not one")]

@@ -53,6 +53,7 @@ from hatp.model import (
     TxnState,
     Vote,
     effect_verdict,
+    meets,
 )
 
 #: The transaction rules, in report order, with what a pass means.
@@ -80,7 +81,8 @@ TXN_RULES: dict[str, str] = {
     "TXN-SETTLED": "an aborted outcome shows, for every branch that voted yes, a release or "
     "compensate receipt; a needs-attention outcome names every branch still held",
     "TXN-PREVIEW": "the terms people approved (holds-first) state each step's effect preview "
-    "exactly as its participant signed it, and every step committed is the one previewed",
+    "exactly as its participant signed it, saying at least what the plan's policy asks, and "
+    "every step committed is the one previewed",
     "TXN-EFFECT": "every committed step's observed effect is compared with the preview it was "
     "prepared with, in a txn.effect event stating the verdict the receipts bear out, and "
     "the outcome names every step that committed other than previewed (effectDiffers)",
@@ -638,6 +640,22 @@ def _check_preview(txn: Txn, tally: Tally) -> str | None:
                 rule,
                 f"{terms_event.name} states {said} for branch {branch!r} than its participant "
                 "signed before it",
+                terms_event.position,
+            )
+    policy = None if txn.plan is None else txn.plan.previews
+    planned_branches = [] if policy is None or txn.plan is None else txn.plan.branches
+    for planned in planned_branches:
+        need = "none" if policy is None else policy.required(planned.tier)
+        try:
+            stated = shown.get(planned.branch_id)
+            preview = None if stated is None else EffectPreview.model_validate(stated)
+        except ValidationError:
+            preview = None
+        if not meets(preview, need):
+            tally.fail(
+                rule,
+                f"{terms_event.name} shows people a {planned.tier.value} step "
+                f"{planned.branch_id!r} whose preview says less than the plan's minimum {need}",
                 terms_event.position,
             )
     for commit in txn.of(TxnEvent.COMMITTED):

@@ -56,6 +56,7 @@ from hatp.model.effects import (
     EffectVerdict,
     ObservedEffect,
     effect_verdict,
+    meets,
 )
 from hatp.model.findings import Finding, Result, VerificationReport
 from hatp.model.human import (
@@ -81,6 +82,8 @@ from hatp.model.plan import (
     OffSessionReauth,
     PasskeyThreshold,
     Plan,
+    PreviewMinimum,
+    PreviewPolicy,
     Recovery,
     Requirement,
     Tier,
@@ -170,6 +173,8 @@ __all__ = [
     "PositiveSeconds",
     "Preconditions",
     "PrepareReceipt",
+    "PreviewMinimum",
+    "PreviewPolicy",
     "PriceCap",
     "PublicJwk",
     "Question",
@@ -202,6 +207,7 @@ __all__ = [
     "WireTime",
     "effect_verdict",
     "first_error",
+    "meets",
     "owed",
     "parse_address",
     "parse_card",

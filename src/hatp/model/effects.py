@@ -21,7 +21,7 @@ from typing import Any
 from pydantic import Field
 
 from hatp.model._base import JsonValue, WireModel, WireTime
-from hatp.model.plan import Amount, Name
+from hatp.model.plan import Amount, Name, PreviewMinimum
 
 __all__ = [
     "MAX_CHANGES",
@@ -31,6 +31,7 @@ __all__ = [
     "EffectVerdict",
     "ObservedEffect",
     "effect_verdict",
+    "meets",
 ]
 
 #: The most changes one preview or observed effect lists.
@@ -96,6 +97,22 @@ class EffectVerdict(StrEnum):
     WITHIN_BOUNDS = "within-bounds"  # predicted: other amounts, none above the bound
     DIFFERS = "differs"  # anything else: flagged in the record, never fixed automatically
     UNCHECKED = "unchecked"  # the preview said nothing (certainty none, or no preview)
+
+
+def meets(preview: EffectPreview | None, minimum: PreviewMinimum) -> bool:
+    """Whether ``preview`` says at least what ``minimum`` asks [PLAN-PREVIEWS]: ``none``
+    always; ``predicted`` a predicted or exact one; ``bounded`` an exact one, or a
+    predicted one with a bound; ``exact`` an exact one."""
+    if minimum == "none":
+        return True
+    if preview is None:
+        return False
+    certainty, bounded = preview.certainty, preview.bound is not None
+    if minimum == "predicted":
+        return certainty in (Certainty.PREDICTED, Certainty.EXACT)
+    if minimum == "bounded":
+        return certainty is Certainty.EXACT or (certainty is Certainty.PREDICTED and bounded)
+    return certainty is Certainty.EXACT
 
 
 def effect_verdict(preview: EffectPreview | None, observed: ObservedEffect | None) -> EffectVerdict:

@@ -13,7 +13,7 @@ import re
 from collections.abc import Mapping
 from decimal import Decimal, InvalidOperation
 from enum import StrEnum
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     Field,
@@ -278,6 +278,29 @@ class AgentText(WireModel):
     summary: str = Field(max_length=4000)
 
 
+#: The least a step's effect preview must say, per tier [PLAN-PREVIEWS]: ``none`` <
+#: ``predicted`` < ``bounded`` (predicted with an amount bound) < ``exact``.
+PreviewMinimum = Literal["none", "predicted", "bounded", "exact"]
+
+
+class PreviewPolicy(WireModel):
+    """What people must be shown of each step before they approve, by tier
+    (docs/spec.md §11 [PLAN-PREVIEWS]); a tier not named needs nothing (``none``)."""
+
+    minimum: dict[Literal["hold", "compensate", "final"], PreviewMinimum] = Field(
+        default_factory=dict, description="the least certainty each tier's previews must have"
+    )
+
+    def required(self, tier: Tier) -> PreviewMinimum:
+        """The least a ``tier`` step's preview must say."""
+        return self.minimum.get(tier.value, "none")
+
+    @property
+    def demands(self) -> bool:
+        """Whether any tier needs more than ``none``: previews must reach people first."""
+        return any(level != "none" for level in self.minimum.values())
+
+
 class Plan(WireModel):
     """A transaction proposal. Its digest (``planDigest``) binds every vote, receipt and approval.
 
@@ -297,16 +320,41 @@ class Plan(WireModel):
     escalation: Escalation | None = None
     recovery: Recovery | None = None
     agent_text: AgentText | None = None
+    previews: PreviewPolicy | None = Field(
+        default=None,
+        description="what each step's effect preview must say before people approve; "
+        "written only when present",
+    )
 
     @model_validator(mode="after")
     def _rules(self) -> Plan:
         _check_branches(self.branches)
+        if (
+            self.previews is not None
+            and self.previews.demands
+            and self.mode is not Mode.HOLDS_FIRST
+        ):
+            raise PydanticCustomError(
+                "PREVIEW_MODE",
+                "a plan that requires effect previews runs holds-first: every step is "
+                "prepared (and previewed) before people are asked; set mode to holds-first",
+                {"where": "/mode"},
+            )
         ids = [g.group_id for g in self.approvals]
         if len(ids) != len(set(ids)):
             raise PydanticCustomError(
                 "DUPLICATE_GROUP", "two approval groups share an id", {"where": "/approvals"}
             )
         return self
+
+    def to_wire(self) -> dict[str, object]:
+        """The normal form (every member present, absent ones ``null``), except members
+        added after 0.1, written only when present (``previews``): an earlier plan keeps
+        the digest it was signed under."""
+        wire = super().to_wire()
+        if wire.get("previews") is None:
+            del wire["previews"]
+        return wire
 
     def branch(self, branch_id: str) -> Branch:
         """Return the branch with this id.
