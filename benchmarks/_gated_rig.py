@@ -36,7 +36,6 @@ sys.path[:] = [p for p in sys.path if not p or Path(p).resolve() != _HERE] + [st
 import argparse
 import asyncio
 import contextlib
-import socket
 from collections.abc import Sequence
 
 from mcp.server.mcpserver import MCPServer
@@ -83,11 +82,6 @@ def payments_server(world: TripWorld, gateway: HumanGateway) -> MCPServer:
     return server
 
 
-def listen() -> socket.socket:
-    """A socket listening on a free port of 127.0.0.1 (:func:`hatp._sockets.listening`)."""
-    return listening("127.0.0.1", 0)
-
-
 async def serve(folder: Path) -> None:
     """Serve the payments server of ``folder``'s trip world until stdin closes."""
     clock = SystemClock()
@@ -99,7 +93,7 @@ async def serve(folder: Path) -> None:
         )
         gateway.start()
         try:
-            await serve_http(payments_server(world, gateway), listen())
+            await serve_http(payments_server(world, gateway), listening("127.0.0.1", 0))
         finally:
             await gateway.stop()
             await people.close()

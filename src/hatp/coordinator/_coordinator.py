@@ -338,7 +338,7 @@ class Coordinator:
         state = self._log.get(txn_id).state
         answer: dict[str, Any] = {"txnId": txn_id, "state": state.value}
         if state in _ENDED:
-            for event in reversed(self._log.record(txn_id)["events"]):
+            for event in reversed(self._log.events(txn_id)):
                 if event["type"] == TxnEvent.OUTCOME and event["body"].get("effectDiffers"):
                     answer["effectDiffers"] = sorted(map(str, event["body"]["effectDiffers"]))
                     break

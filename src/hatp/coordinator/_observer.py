@@ -9,8 +9,9 @@ transaction.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
+from functools import partial
 from typing import Protocol, runtime_checkable
 
 from hatp.model import EffectVerdict, TxnState
@@ -32,17 +33,7 @@ class TxnObserver(Protocol):
 def tell(observers: Iterable[TxnObserver], txn_id: str, state: TxnState, at: datetime) -> None:
     """Tell every one of ``observers``; one that raises is logged and skipped."""
     for observer in observers:
-        try:
-            observer.txn_changed(txn_id, state, at)
-        except Exception:  # an observer's bug must not stop a transaction
-            _log.warning(
-                "txn %s: observer %r failed on %s",
-                txn_id,
-                observer,
-                state.value,
-                exc_info=True,
-                extra={"txnId": txn_id},
-            )
+        _safely(txn_id, observer, state.value, partial(observer.txn_changed, txn_id, state, at))
 
 
 @runtime_checkable
@@ -63,14 +54,23 @@ def tell_effects(
         if not isinstance(observer, EffectObserver):
             continue
         for branch_id, verdict in sorted(verdicts.items()):
-            try:
-                observer.effect_judged(txn_id, branch_id, verdict)
-            except Exception:  # an observer's bug must not stop a transaction
-                _log.warning(
-                    "txn %s: observer %r failed on the effect of %s",
-                    txn_id,
-                    observer,
-                    branch_id,
-                    exc_info=True,
-                    extra={"txnId": txn_id},
-                )
+            _safely(
+                txn_id,
+                observer,
+                f"the effect of {branch_id}",
+                partial(observer.effect_judged, txn_id, branch_id, verdict),
+            )
+
+
+def _safely(txn_id: str, observer: object, what: str, tell_one: Callable[[], None]) -> None:
+    try:
+        tell_one()
+    except Exception:  # an observer's bug must not stop a transaction
+        _log.warning(
+            "txn %s: observer %r failed on %s",
+            txn_id,
+            observer,
+            what,
+            exc_info=True,
+            extra={"txnId": txn_id},
+        )

@@ -56,14 +56,15 @@ from hatp.demo._serving import serving, write_json
 from hatp.demo.gated import AGENT, DECIDE_SECONDS, VALID_SECONDS, payments_gate
 from hatp.demo.scenarios import APPROVER
 from hatp.demo.trip import GATEWAY, PAYMENTS, TRAVELLER, TripWorld
+from hatp.demo.web import RP_ID, approver_page
 from hatp.directory import PasskeyEnrolment, well_known
 from hatp.errors import CallInvalid
 from hatp.gate import Requester
-from hatp.gateway import WEB, ApproverSessions, Channel, HumanGateway, WebApprovals, WebChannel
+from hatp.gateway import WEB, Channel, HumanGateway, WebApprovals, WebChannel
 from hatp.http import APPROVER_PATH, enrol_link, hatp_app
 from hatp.mcp import gate_tools, serve_gateway
 from hatp.model import read_amount
-from hatp.store import GateAsks, PasskeyBook, WebBook
+from hatp.store import GateAsks
 
 __all__ = [
     "AUTO_SECONDS",
@@ -95,8 +96,6 @@ DESCRIPTION = (
     "Charge a company card now. Irreversible. It runs only with acme's finance approval "
     "of exactly this call: call it, and it says who must approve and what to do next."
 )
-#: The passkeys' relying party: a browser lets ``http://localhost`` use it.
-RP_ID = "localhost"
 #: How long the finance approver's invitation to register a passkey lasts.
 INVITE_VALID = timedelta(hours=1)
 #: How long uvicorn lets open MCP streams finish once told to stop.
@@ -268,7 +267,7 @@ async def serve_gated(
             passkey_origins=[origin],
         )
         approve = f"{origin}{APPROVER_PATH}"
-        web, enrolment = _approver_page(world, gateway, page, origin)
+        web, enrolment = approver_page(world, gateway, page, origin, world.clock)
         payments = payments_mcp(world, gateway, approver_page=approve, editable=editable)
         acme = gateway_mcp(world, gateway)
         app = _app(world, gateway, web, enrolment, payments, acme, port)
@@ -339,31 +338,6 @@ def _app(
             yield
 
     return Starlette(routes=[*routes, Mount("", app=acme_app)], lifespan=lifespan)
-
-
-def _approver_page(
-    world: TripWorld, gateway: HumanGateway, channel: WebChannel, origin: str
-) -> tuple[WebApprovals, PasskeyEnrolment]:
-    """The approver page's sessions, and the registration of passkeys onto acme's cards."""
-    store = world.asks.store
-    clock = world.clock
-    if world.directory_key is None:  # TripWorld.open always sets it
-        raise RuntimeError("the trip world holds no directory key")
-    sessions = ApproverSessions(
-        world.directory, WebBook(store), PasskeyBook(store), clock, rp_id=RP_ID, origins=[origin]
-    )
-    enrolment = PasskeyEnrolment(
-        world.directory,
-        world.directory_key,
-        world.keyring,
-        WebBook(store),
-        clock,
-        rp_id=RP_ID,
-        origins=[origin],
-        rp_name="acme approvals (hatp demo)",
-        saved=lambda directory: directory.save(world.folder / "directory.json"),
-    )
-    return WebApprovals(gateway, channel, sessions), enrolment
 
 
 @contextlib.contextmanager

@@ -41,7 +41,7 @@ from hatp.http import APPROVER_PATH, enrol_link, hatp_app
 from hatp.model import WebAuthnKey
 from hatp.store import DecisionLog, PasskeyBook, WebBook, open_store
 
-__all__ = ["WEB_FILE", "WebReady", "run_web_demo"]
+__all__ = ["WEB_FILE", "WebReady", "approver_page", "run_web_demo"]
 
 #: What the demo writes once it listens: ``{url, approve, invites: {person: link}}``.
 WEB_FILE = "web.json"
@@ -130,7 +130,7 @@ async def _serve_and_run(
         clock,
         passkey_origins=[origin],
     )
-    web, enrolment = _web(world, gateway, channel, origin, clock)
+    web, enrolment = approver_page(world, gateway, channel, origin, clock)
     coordinator = world.coordinator(log, gateway, retry_delay=0.2, poll_seconds=1.0)
     app = hatp_app(
         gateway=gateway,
@@ -163,10 +163,11 @@ async def _serve_and_run(
         return await coordinator.run(plan)
 
 
-def _web(
+def approver_page(
     world: TripWorld, gateway: HumanGateway, channel: WebChannel, origin: str, clock: Clock
 ) -> tuple[WebApprovals, PasskeyEnrolment]:
-    """The approver page's sessions and the registration of passkeys onto acme's cards."""
+    """The approver page's sessions and the registration of passkeys onto acme's cards,
+    at ``origin`` (``hatp demo --web`` and ``--gated --serve``)."""
     store = world.asks.store
     sessions = ApproverSessions(
         world.directory, WebBook(store), PasskeyBook(store), clock, rp_id=RP_ID, origins=[origin]

@@ -86,7 +86,7 @@ _log = logging.getLogger(__name__)
 RequesterOf = Callable[[ServerRequestContext[Any, Any]], Requester]
 
 #: The members of a listed tool that its definition, and so an approval, binds.
-DEFINITION_MEMBERS = ("name", "description", "inputSchema", "annotations")
+_DEFINITION_MEMBERS = ("name", "description", "inputSchema", "annotations")
 
 
 class CallAsker(Protocol):
@@ -144,7 +144,7 @@ def listed_definition(tool: types.Tool | Mapping[str, Any]) -> dict[str, Any]:
         listed: Mapping[str, Any] = tool.model_dump(by_alias=True, mode="json", exclude_none=True)
     else:
         listed = tool
-    return {key: listed[key] for key in DEFINITION_MEMBERS if listed.get(key) is not None}
+    return {key: listed[key] for key in _DEFINITION_MEMBERS if listed.get(key) is not None}
 
 
 class GateExtension(Extension):
@@ -198,7 +198,7 @@ class GateExtension(Extension):
             return await call_next(ctx)
         approval: Any = (params.meta or {}).get(APPROVAL_META_KEY)
         arguments = dict(params.arguments or {})
-        extended = speaks_hatp(ctx)
+        extended = _speaks_hatp(ctx)
 
         async def run_tool(_: Mapping[str, Any]) -> HandlerResult:
             result = await call_next(ctx)
@@ -352,7 +352,7 @@ class _Call:
     run_tool: Callable[[Mapping[str, Any]], Awaitable[HandlerResult]]
 
 
-def speaks_hatp(ctx: ServerRequestContext[Any, Any]) -> bool:
+def _speaks_hatp(ctx: ServerRequestContext[Any, Any]) -> bool:
     """Whether the client declared hatp (``dev.hatp/gate`` or ``dev.hatp/hatp``) under its
     capabilities' ``extensions`` (2026-era) or ``experimental`` (2025-era)."""
     capabilities = ctx.session.client_capabilities
