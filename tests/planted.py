@@ -47,7 +47,9 @@ from txn_records import (
     ERIN,
     GATEWAY,
     PAY_PREVIEW,
+    PREVIEW_POLICY,
     TxnBuilder,
+    approval_first_trip,
     hold_preview,
     holds_first_trip,
     lapsed_trip,
@@ -448,6 +450,20 @@ def _txn_preview_below_policy() -> Any:
     return holds_first_trip(policy={"final": "exact"}, previewed={"pay": PAY_PREVIEW})
 
 
+def _txn_preview_unlike_quote() -> Any:
+    # Approval-first: people approved the airline's quote ticketing the seat for dana; the
+    # airline's prepare (its own signature) tickets it for mallory, and it is committed.
+    return approval_first_trip(
+        policy=PREVIEW_POLICY, prepared_with={"flight": hold_preview("flight", holder="mallory")}
+    )
+
+
+def _txn_preview_terms_missing() -> Any:
+    # The plan requires previews; finance was asked with no terms stating them (the
+    # approval and votes name none), and the trip committed.
+    return approval_first_trip(policy=PREVIEW_POLICY, stated=False)
+
+
 def _txn_effect_hidden() -> Any:
     # The card was charged 1985.00 against a predicted 1900.00 (at most 1950.00); the
     # record says nothing of it: no txn.effect, no effectDiffers.
@@ -653,6 +669,41 @@ def _txn_held_off_quote() -> Any:
     return _committed(b)
 
 
+def _txn_mode_previews_parallel() -> Any:
+    # Auto, and the plan requires previews: the coordinator chose parallel on the holds'
+    # numbers and asked finance while preparing, before anything was previewed. Finance
+    # rejected and all was released, so only the mode choice shows it.
+    plan = trip_plan()
+    plan["previews"] = {"minimum": PREVIEW_POLICY}
+    b = TxnBuilder(plan).voted(approval="reject").decided("abort", "finance rejected the spend")
+    return b.aborted(*BRANCHES).outcome("aborted").sealed()
+
+
+def _txn_terms_in_parallel() -> Any:
+    # Parallel: finance was asked while the steps were prepared, yet the record states
+    # terms after the votes, as if people had approved the steps' previews first.
+    b = TxnBuilder(trip_plan(mode="parallel")).planned()
+    for branch_id in BRANCHES:
+        b.prepared(branch_id)
+    b.termed()
+    b.approved("finance", "reject").decided("abort", "finance rejected the spend")
+    return b.aborted(*BRANCHES).outcome("aborted").sealed()
+
+
+def _txn_terms_removed() -> Any:
+    # Approval-first: finance approved the terms (the quotes' previews) by their digest;
+    # the record leaves the txn.terms out, so nobody can check what people were shown.
+    record = approval_first_trip()
+    events = [e for e in record["events"] if e["type"] != "txn.terms"]
+    key = TXN_KEYS[COORDINATOR]
+    for position, event in enumerate(events):
+        event.update(seq=position, prev=digest(events[position - 1]) if position else None)
+        if event["type"] == "record.sealed":
+            event["body"] = {"eventCount": position}
+        events[position] = _raw_sign(event, key)
+    return {**record, "events": events, "head": digest(events[-1])}
+
+
 def _txn_terms_misstated() -> Any:
     # The airline signed the flight's horizon; the terms people approved say 15 minutes more.
     return holds_first_trip(longer={"flight": 15 * 60})
@@ -767,6 +818,12 @@ CASES: tuple[Planted, ...] = (
     Planted("txn-preview-below-policy", "TXN-PREVIEW", "record",
             "the plan asks an exact preview of the card's charge; people saw a predicted one",
             _txn_preview_below_policy),
+    Planted("txn-preview-unlike-quote", "TXN-PREVIEW", "record",
+            "approval-first: the seat's prepare previews another holder than the quote "
+            "people approved, and is committed so", _txn_preview_unlike_quote),
+    Planted("txn-preview-terms-missing", "TXN-PREVIEW", "record",
+            "the plan requires effect previews; people approved with no terms showing any, "
+            "and the trip committed", _txn_preview_terms_missing),
     Planted("txn-effect-hidden", "TXN-EFFECT", "record",
             "the card was charged beyond its predicted preview's bound; the record is silent",
             _txn_effect_hidden),
@@ -835,6 +892,15 @@ CASES: tuple[Planted, ...] = (
     Planted("txn-held-off-quote", "TXN-MODE", "record",
             "approval-first: the flight held at 420.00 after people approved its 400.00 quote, "
             "committed anyway", _txn_held_off_quote),
+    Planted("txn-mode-previews-parallel", "TXN-MODE", "record",
+            "auto, with a plan requiring effect previews: the record chose parallel, asking "
+            "people before any step was previewed", _txn_mode_previews_parallel),
+    Planted("txn-terms-in-parallel", "TXN-MODE", "record",
+            "parallel: the record states terms people never approved first",
+            _txn_terms_in_parallel),
+    Planted("txn-terms-removed", "TXN-MODE", "record",
+            "approval-first: finance approved terms by digest that the record leaves out",
+            _txn_terms_removed),
     Planted("txn-terms-misstated", "TXN-MODE", "record",
             "holds-first: the terms people approved say the flight is held 15 minutes longer "
             "than the airline signed", _txn_terms_misstated),

@@ -19,16 +19,22 @@ import pytest
 from hatp._checks import unsafe_switched_off
 from hatp.evidence import parse_json
 from planted import CASES, FIXTURES, Planted, attempt, good_record, keyring, write_fixtures
-from txn_records import KEYS as TXN_KEYS
 from txn_records import (
+    BRANCHES,
+    COMMIT_ORDER,
     PAY_PREVIEW,
+    PREVIEW_POLICY,
+    TxnBuilder,
+    approval_first_trip,
     committed_trip,
     holds_first_trip,
     lapsed_trip,
     price_changed_trip,
     rejected_trip,
+    trip_plan,
     unwound_trip,
 )
+from txn_records import KEYS as TXN_KEYS
 
 SRC = Path(__file__).parents[1] / "src" / "hatp"
 
@@ -43,6 +49,18 @@ def test_the_untampered_record_passes_every_rule() -> None:
     assert attempt(case) == set()
 
 
+def _approval_first_before_terms() -> object:
+    """Approval-first as recorded before terms were stated: the holds quoted without
+    previews, finance approving the plan alone, no txn.terms."""
+    b = TxnBuilder(trip_plan(mode="approval-first")).planned().approved()
+    for branch_id in BRANCHES:
+        b.prepared(branch_id)
+    b.decided("commit").committed(*COMMIT_ORDER)
+    record = b.outcome("committed").sealed()
+    assert "txn.terms" not in [event["type"] for event in record["events"]]
+    return record
+
+
 @pytest.mark.parametrize(
     "build",
     [
@@ -55,6 +73,12 @@ def test_the_untampered_record_passes_every_rule() -> None:
         lambda: holds_first_trip(
             policy={"final": "bounded", "hold": "exact"}, previewed={"pay": PAY_PREVIEW}
         ),
+        approval_first_trip,
+        lambda: approval_first_trip(policy=PREVIEW_POLICY),
+        lambda: approval_first_trip(mode="auto", policy=PREVIEW_POLICY),
+        lambda: approval_first_trip(mode="auto", group_policy={"final": "bounded"}),
+        lambda: approval_first_trip(stated=False),
+        _approval_first_before_terms,
     ],
 )
 def test_the_honest_transaction_records_pass_every_rule(build: Callable[[], object]) -> None:
@@ -131,6 +155,7 @@ def test_every_switchable_check_in_the_code_has_a_planted_violation() -> None:
         | set(_switch_offs("http/test_serve_refusals.py"))
         | set(_switch_offs("mcp/test_gate_stock.py"))
         | set(_switch_offs("coordinator/test_effects.py"))
+        | set(_switch_offs("coordinator/test_preview_modes.py"))
     )
     assert switches <= planted, f"checks with no planted violation: {switches - planted}"
 

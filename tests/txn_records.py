@@ -871,6 +871,77 @@ def holds_first_trip(
     return b.outcome("committed").sealed()
 
 
+#: A demanding preview policy: exact holds, the card's charge bounded.
+PREVIEW_POLICY: dict[str, str] = {"hold": "exact", "final": "bounded"}
+
+
+def approval_first_trip(
+    *,
+    mode: str = "approval-first",
+    policy: Mapping[str, str] | None = None,
+    group_policy: Mapping[str, str] | None = None,
+    prepared_with: Mapping[str, dict[str, Any]] | None = None,
+    stated: bool = True,
+) -> dict[str, Any]:
+    """Approval-first with previews, as the coordinator writes it [COORD-PREVIEW]: every
+    branch quoted with its preview (the holds exact, the card :data:`PAY_PREVIEW`, the
+    calendar none), the terms stated (no holds, decideBy, the quotes' previews),
+    finance approves plan and terms, every branch prepared with the preview it was
+    quoted with, committed as previewed: COMMITTED.
+
+    ``mode``: the plan's (``auto`` needs a demanding policy, and is approval-first on
+    basis ``previews``); ``policy`` and ``group_policy``: the plan's and finance's
+    preview minimum per tier. ``prepared_with``: previews the prepares sign instead of
+    their quotes'. ``stated=False``: no ``txn.terms``, and the approval carries no
+    ``termsDigest``."""
+    plan = trip_plan(mode=mode)
+    if policy is not None:
+        plan["previews"] = {"minimum": dict(policy)}
+    if group_policy is not None:
+        plan["approvals"][0]["previews"] = {"minimum": dict(group_policy)}
+    b = TxnBuilder(parse_plan(plan).to_wire()).planned(mode=False)
+    b.previews.update({bid: hold_preview(bid) for bid in ("flight", "hotel")}, pay=PAY_PREVIEW)
+    quotes = [
+        b.quote(bid, preview=b.previews[bid]) if bid in b.previews else b.quote(bid)
+        for bid in BRANCHES
+    ]
+    b.moded(
+        chosen="approval-first",
+        estimates=[],
+        quotes=quotes,
+        worstSeconds=None,
+        shortestHoldSeconds=None,
+        basis="previews" if mode == "auto" else None,
+    )
+    terms_digest = None
+    if stated:
+        terms = {
+            "kind": "hold-terms",
+            "planDigest": b.plan_digest,
+            "holds": [],
+            "approveBy": b.plan["deadlines"]["decideBy"],
+            "previews": {q["branchId"]: q["preview"] for q in quotes if "preview" in q},
+        }
+        terms_digest = digest(terms)
+        b.event("txn.terms", terms=terms, termsDigest=terms_digest)
+    b.approved(approval=b.approval(terms_digest=terms_digest))
+    b.previews.update(prepared_with or {})
+    for branch_id in BRANCHES:
+        b.prepared(branch_id)
+    b.decided("commit")
+    for branch_id in COMMIT_ORDER:
+        preview = b.previews.get(branch_id)
+        if preview is not None:  # the step did as its prepare previewed
+            b.observations[branch_id] = {
+                "summary": preview["summary"],
+                "changes": preview["changes"],
+            }
+        b.committed(branch_id)
+        if preview is not None:
+            b.effect(branch_id, "as-previewed", preview["certainty"])
+    return b.outcome("committed").sealed()
+
+
 def sold_out_trip() -> dict[str, Any]:
     """The hotel votes no before the calendar is asked; the calendar's abort comes
     before any prepare, so its receipt names no plan (planDigest null): ABORTED."""

@@ -261,7 +261,7 @@ PLAN_REASONS: dict[str, str] = {
     "UNKNOWN_MODE": "a mode is auto, parallel, approval-first or holds-first",
     "RECOVERY_INCOMPLETE": "a consented off-session re-authorization names its cap and mandate",
     "PASSKEY": 'a group\'s requirement.passkey is true, false or {"above": amount}',
-    "PREVIEW_MODE": "a plan that requires effect previews runs holds-first",
+    "PREVIEW_MODE": "a plan that requires effect previews cannot run parallel",
 }
 
 

@@ -79,10 +79,14 @@ def test_auto_chooses_approval_first_for_a_chain_of_two_15_minute_slas_COORD_MOD
         ("human://acme.com/bob", 900),
         ("human://acme.com/carol", 900),
     ]
-    assert sorted(q["branchId"] for q in mode["quotes"]) == ["room", "seat"]
+    # The holds are quoted to choose; once approval-first is chosen, every other step is
+    # quoted too, so that people approve each step's price and preview.
+    branches = [b["branchId"] for b in plan["branches"]]
+    assert [q["branchId"] for q in mode["quotes"]] == branches
     kinds = types(outcome.record)
     first_prepare = kinds.index("txn.prepared")
-    assert kinds.index("txn.mode") < kinds.index("txn.pending") < kinds.index("txn.approval")
+    assert kinds.index("txn.mode") < kinds.index("txn.terms") < kinds.index("txn.pending")
+    assert kinds.index("txn.pending") < kinds.index("txn.approval")
     assert kinds.index("txn.approval") < first_prepare
     assert trip.world.effects(outcome.txn_id) == ALL_WHOLE
     assert failed_findings(outcome, trip.world) == []
@@ -154,7 +158,7 @@ def test_an_explicit_mode_is_taken_as_it_is_COORD_MODE(trip: Trip) -> None:
     first = _run(trip, trip.plan(mode="approval-first"), AT_ONCE)
     assert first.state is TxnState.COMMITTED, first.reason
     mode = _mode(first)
-    assert (mode["chosen"], mode["estimates"], len(mode["quotes"])) == ("approval-first", [], 2)
+    assert (mode["chosen"], mode["estimates"], len(mode["quotes"])) == ("approval-first", [], 4)
 
 
 class Requote(Relay):

@@ -13,6 +13,7 @@ from hatp import _checks
 from hatp.cli import app
 from hatp.clock import ManualClock
 from hatp.demo.writes import LEDGER, run_writes, signed_in
+from hatp.gateway import WRITE_PREVIEW_LABEL
 
 runner = CliRunner()
 START = datetime(2026, 12, 2, 9, 0, tzinfo=UTC)
@@ -43,6 +44,12 @@ def test_each_step_has_its_outcome_WRITE_ONCE_WRITE_DRIFT(tmp_path: Path) -> Non
     assert run.as_expected
     assert all(held for _, held in run.checks), run.checks
     assert "the table is unchanged" in run.steps[5].said
+    # The approver reads hatp's exact preview, then the policy, then the agent's unchecked note.
+    assert run.steps[0].shown[:2] == (
+        WRITE_PREVIEW_LABEL,
+        "Certainty: exact (will do exactly this)",
+    )
+    assert run.steps[0].shown[-1].startswith("note (written by the agent, not checked): ")
     assert run.steps[4].said.split(":")[:2] == run.steps[5].said.split(":")[:2]  # same key
 
 
@@ -103,7 +110,10 @@ def test_the_cli_walks_the_writes(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     out = result.output
     for text in (
-        "inventory/SKU-1 on_hand: 10 -> 7",
+        WRITE_PREVIEW_LABEL,
+        "Certainty: exact (will do exactly this)",
+        "| - inventory/SKU-1: update, on_hand 10 → 7",
+        '| - inventory/SKU-2: update, unit "box" → "case"',
         "policy: require-approval (adjust_stock: size 3 above the 2 allowed",
         "NOT_APPROVED",
         "EXECUTED: key",

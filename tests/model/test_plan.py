@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import copy
+import json
 import re
 from collections.abc import Callable
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,7 +16,9 @@ from hypothesis import strategies as st
 
 from hatp.errors import PLAN_REASONS, PlanInvalid, VersionUnsupported, error_from_dict
 from hatp.evidence import digest
-from hatp.model import COMMIT_ORDER, Amount, Mode, Plan, Tier, parse_plan
+from hatp.model import COMMIT_ORDER, Amount, Mode, Plan, PreviewPolicy, Tier, parse_plan
+
+SCHEMAS = Path(__file__).parents[2] / "schemas"
 
 
 def _branch(branch_id: str, tier: str, value: str | None, **extra: Any) -> dict[str, Any]:
@@ -214,6 +218,21 @@ CASES: list[tuple[str, str, Callable[[dict[str, Any]], object], str]] = [
     ),
     (
         "PLAN-PREVIEWS",
+        "PREVIEW_MODE",
+        lambda d: (
+            d.update(mode="parallel"),
+            d["approvals"][0].update(previews={"minimum": {"hold": "predicted"}}),
+        ),
+        "/mode",
+    ),
+    (
+        "PLAN-PREVIEWS",
+        "SHAPE",
+        lambda d: d["approvals"][0].update(previews={"minimum": {"final": "certain"}}),
+        "/approvals/0/previews/minimum/final",
+    ),
+    (
+        "PLAN-PREVIEWS",
         "SHAPE",
         lambda d: d.update(mode="holds-first", previews={"minimum": {"final": "certain"}}),
         "/previews/minimum/final",
@@ -352,7 +371,8 @@ def test_a_preview_policy_is_signed_when_present_and_absent_from_earlier_plans_P
     None
 ):
     """[PLAN-PREVIEWS] a plan without one keeps the normal form (and digest) it had before
-    policies existed; one with a policy signs it; only holds-first may demand previews."""
+    policies existed; one with a policy signs it; one asking ``none`` of every tier demands
+    nothing, so it may run parallel."""
     plan = parse_plan(GOOD)
     assert "previews" not in plan.to_wire()
     demanding = copy.deepcopy(GOOD)
@@ -364,3 +384,114 @@ def test_a_preview_policy_is_signed_when_present_and_absent_from_earlier_plans_P
     relaxed = copy.deepcopy(GOOD)
     relaxed.update(mode="parallel", previews={"minimum": {"final": "none"}})
     assert not parse_plan(relaxed).previews.demands  # type: ignore[union-attr]
+
+
+#: The digest of :data:`GOOD`'s normal form, as the code before approval groups had
+#: preview policies computed it: what an approval already signed for that plan names.
+GOOD_DIGEST_BEFORE_GROUP_POLICIES = "sha256:jlZzrY_IWc1vSf96Lfza5yZW5uPrIIUiMRuP5RAjZQs"
+
+
+def test_groups_without_a_policy_keep_the_earlier_normal_form_and_digest_PLAN_PREVIEWS() -> None:
+    """[PLAN-PREVIEWS] a group with no ``previews`` writes none (not ``null``): a plan
+    signed before groups could carry one keeps its digest."""
+    wire = parse_plan(GOOD).to_wire()
+    assert [sorted(group) for group in wire["approvals"]] == [  # type: ignore[attr-defined]
+        ["address", "groupId", "requirement"]
+    ]
+    assert digest(wire) == GOOD_DIGEST_BEFORE_GROUP_POLICIES, "GOOD changed, or its normal form"
+    stated_null = copy.deepcopy(GOOD)
+    stated_null["approvals"][0]["previews"] = None
+    assert digest(parse_plan(stated_null).to_wire()) == GOOD_DIGEST_BEFORE_GROUP_POLICIES
+
+
+def test_a_group_policy_is_signed_with_the_plan_PLAN_PREVIEWS() -> None:
+    """[PLAN-PREVIEWS] a group's policy is in the normal form, so the digest covers it."""
+    doc = copy.deepcopy(GOOD)
+    doc["approvals"][0]["previews"] = {"minimum": {"final": "exact"}}
+    plan = parse_plan(doc)
+    wire = plan.to_wire()
+    assert wire["approvals"][0]["previews"] == {"minimum": {"final": "exact"}}  # type: ignore[index]
+    assert "previews" not in wire  # the plan's own policy is still absent
+    assert parse_plan(wire) == plan
+    assert digest(wire) != GOOD_DIGEST_BEFORE_GROUP_POLICIES
+
+
+@pytest.mark.parametrize("mode", ["approval-first", "auto", "holds-first"])
+@pytest.mark.parametrize("where", ["plan", "group"])
+def test_a_demanding_policy_goes_with_every_mode_but_parallel_PLAN_PREVIEWS(
+    mode: str, where: str
+) -> None:
+    """[PLAN-PREVIEWS] approval-first previews each step in its quote, holds-first in its
+    vote, auto picks one of them: only parallel asks people before any preview."""
+    doc = copy.deepcopy(GOOD)
+    doc["mode"] = mode
+    policy = {"minimum": {"hold": "exact", "final": "bounded"}}
+    (doc if where == "plan" else doc["approvals"][0])["previews"] = policy
+    plan = parse_plan(doc)
+    assert plan.mode is Mode(mode)
+    assert plan.preview_policy.demands
+    assert plan.preview_policy.required(Tier.HOLD) == "exact"
+    assert plan.preview_policy.required(Tier.COMPENSATE) == "none"
+
+
+_FINANCE = GOOD["approvals"][0]
+
+
+@pytest.mark.parametrize(
+    ("plan_policy", "group_policies", "merged"),
+    [
+        (None, [None], {}),
+        (None, [{"final": "bounded"}], {"final": "bounded"}),
+        ({"final": "bounded"}, [None], {"final": "bounded"}),
+        ({"final": "exact"}, [{"final": "predicted"}], {"final": "exact"}),
+        ({"final": "predicted"}, [{"final": "exact"}], {"final": "exact"}),
+        ({"final": "bounded"}, [{"final": "predicted"}], {"final": "bounded"}),
+        ({"final": "none"}, [{"final": "predicted"}], {"final": "predicted"}),
+        (
+            {"hold": "exact"},
+            [{"final": "predicted"}, {"final": "bounded", "compensate": "none"}],
+            {"hold": "exact", "final": "bounded", "compensate": "none"},
+        ),
+        (
+            {"hold": "predicted", "final": "exact"},
+            [{"hold": "bounded"}, {"hold": "none"}],
+            {"hold": "bounded", "final": "exact"},
+        ),
+    ],
+)
+def test_the_policy_in_force_is_the_most_the_plan_and_its_groups_ask_PLAN_PREVIEWS(
+    plan_policy: dict[str, str] | None,
+    group_policies: list[dict[str, str] | None],
+    merged: dict[str, str],
+) -> None:
+    """[PLAN-PREVIEWS] of each tier, the most the plan's policy and every group's ask,
+    in the order none < predicted < bounded < exact; the plan's own policy is left as it is."""
+    doc = copy.deepcopy(GOOD)
+    doc["mode"] = "holds-first"
+    if plan_policy is not None:
+        doc["previews"] = {"minimum": plan_policy}
+    doc["approvals"] = [
+        {
+            **_FINANCE,
+            "groupId": f"group-{n}",
+            **({} if policy is None else {"previews": {"minimum": policy}}),
+        }
+        for n, policy in enumerate(group_policies)
+    ]
+    plan = parse_plan(doc)
+    assert plan.preview_policy == PreviewPolicy(minimum=merged)  # type: ignore[arg-type]
+    assert plan.previews == (
+        None if plan_policy is None else PreviewPolicy.model_validate({"minimum": plan_policy})
+    )
+
+
+def test_the_plan_schema_lists_a_groups_optional_policy_PLAN_PREVIEWS() -> None:
+    """[PLAN-PREVIEWS] the published schema (schemas/Plan.json) says what a plan may carry."""
+    schema = json.loads((SCHEMAS / "Plan.json").read_text(encoding="utf-8"))
+    group = schema["$defs"]["ApprovalGroup"]
+    assert group["properties"]["previews"]["anyOf"] == [
+        {"$ref": "#/$defs/PreviewPolicy"},
+        {"type": "null"},
+    ]
+    assert "previews" not in group["required"]
+    assert "PreviewPolicy" in schema["$defs"]

@@ -464,6 +464,46 @@ def test_a_write_too_big_to_list_by_column_is_previewed_by_record_or_not_at_all(
     assert effect_verdict(said, _observed(receipt)) is EffectVerdict.AS_PREVIEWED
 
 
+@pytest.mark.parametrize(
+    "corrections",
+    [
+        [ADJUST, ("set_unit", {"sku": "SKU-2", "unit": "case"})],  # column by column
+        [  # 40 rows of 2 changed columns: row by row
+            ("adjust_stock", {"sku": f"SKU-{n}", "delta": 5, "reason": "recount"})
+            for n in range(100, 140)
+        ],
+    ],
+    ids=["columns", "rows"],
+)
+def test_the_approver_is_shown_the_preview_the_yes_vote_signs_WRITE_PREVIEW(
+    corrections: list[tuple[str, dict[str, Any]]],
+    writes: Writes,
+    store: Store,
+    clock: ManualClock,
+) -> None:
+    stock(store, {f"SKU-{n}": (1, "each") for n in range(100, 140)})
+    proposal = approved(writes, store, corrections=corrections)
+    receipt = run(write_server(store, writes, clock).prepare(one_branch_plan(), "stock", 1))
+    assert receipt["vote"] == "yes"
+    assert proposal.preview is not None
+    assert proposal.preview.certainty is Certainty.EXACT
+    assert proposal.preview.model_dump(mode="json") == _preview(receipt).model_dump(mode="json")
+
+
+def test_a_plan_too_big_to_preview_has_none_at_proposal_and_at_prepare_WRITE_PREVIEW(
+    writes: Writes, store: Store, clock: ManualClock
+) -> None:
+    stock(store, {f"SKU-{n}": (1, "each") for n in range(100, 170)})
+    adjust = [
+        ("adjust_stock", {"sku": f"SKU-{n}", "delta": 5, "reason": "recount"})
+        for n in range(100, 170)
+    ]
+    proposal = approved(writes, store, corrections=adjust)
+    receipt = run(write_server(store, writes, clock).prepare(one_branch_plan(), "stock", 1))
+    assert proposal.preview is None
+    assert (_preview(receipt).certainty, _preview(receipt).changes) == (Certainty.NONE, [])
+
+
 ORIGIN = f"{WRITES_ID} txn-1/stock"
 
 

@@ -37,7 +37,7 @@ def _prepared(body: Mapping[str, Any], who: str) -> tuple[str, str]:
     line = "; ".join(parts)
     preview = receipt.get("preview")
     if preview:
-        line += f"\n{'':24}{_certainty(preview)}: {preview['summary']}"
+        line += f"\n{'':24}{_certainty(preview)}: {escape(preview['summary'])}"
     return who, line
 
 
@@ -127,6 +127,22 @@ def _mode(body: Mapping[str, Any], _: str) -> tuple[str, str]:
     )
 
 
+def _terms(body: Mapping[str, Any], _: str) -> tuple[str, str]:
+    """What people approve with the plan: the holds' ends (none placed yet in
+    approval-first), the deadline, and each step's signed preview."""
+    terms = body["terms"]
+    holds = ", ".join(
+        f"{h['branchId']} held until {h['holdHorizon'][11:19]}" for h in terms["holds"]
+    )
+    line = (
+        f"terms for the approvers: {holds or 'no holds placed yet'}; "
+        f"approve by {terms['approveBy'][11:19]}"
+    )
+    for branch, preview in (terms.get("previews") or {}).items():
+        line += f"\n{'':24}{branch}: {_certainty(preview)}: {escape(preview['summary'])}"
+    return "coordinator", line
+
+
 def _holds(body: Mapping[str, Any]) -> str:
     return ", ".join(
         f"{h['branchId']} {'live' if h['live'] else '[red]lapsed[/]'}" for h in body["holds"]
@@ -136,14 +152,7 @@ def _holds(body: Mapping[str, Any]) -> str:
 _LINES: dict[str, _Line] = {
     TxnEvent.MODE: _mode,
     TxnEvent.PREPARED: _prepared,
-    TxnEvent.TERMS: lambda b, _: (
-        "coordinator",
-        "terms for the approvers: "
-        + ", ".join(
-            f"{h['branchId']} held until {h['holdHorizon'][11:19]}" for h in b["terms"]["holds"]
-        )
-        + f"; approve by {b['terms']['approveBy'][11:19]}",
-    ),
+    TxnEvent.TERMS: _terms,
     TxnEvent.REPLACED: lambda b, who: (
         who,
         f"[yellow]placed again[/] {b['branchId']} (the hold was lost; nobody asked twice)"

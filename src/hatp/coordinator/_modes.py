@@ -8,8 +8,13 @@ candidate's SLA in escalation order) and how long each hold could last if
 placed now (the participant's signed Quote). Parallel mode fits when the
 worst case plus the time commit needs is within the shortest hold;
 otherwise people approve quoted prices first and the holds are placed
-after (approval-first). The choice and the signed numbers behind it are
-the record's ``txn.mode`` event, which an auditor recomputes offline.
+after (approval-first). A plan that requires effect previews
+([PLAN-PREVIEWS]) is never run parallel, where people would be asked
+before any step previewed: in ``auto`` it runs approval-first (``basis``
+``"previews"``). Approval-first quotes every step, holds or not, so that
+people approve each step's price and preview. The choice and the signed
+numbers behind it are the record's ``txn.mode`` event, which an auditor
+recomputes offline.
 """
 
 from __future__ import annotations
@@ -87,17 +92,24 @@ class ModeChooser:
             "commitSeconds": json_number(self._allowance),
             "basis": None,
         }
-        if requested is Mode.AUTO and not holds:
+        previewing = run.plan.preview_policy.demands
+        if requested is Mode.AUTO and not holds and not previewing:
             body["chosen"] = Mode.PARALLEL.value
             return ModeChoice(Mode.PARALLEL, body), ""
         if requested in (Mode.PARALLEL, Mode.HOLDS_FIRST):
             return ModeChoice(requested, body), ""
+        if requested is Mode.APPROVAL_FIRST or previewing:
+            # People approve every step's quote, its preview with it, before
+            # anything is prepared [COORD-PREVIEW]; in auto, a plan requiring
+            # previews has no parallel to choose (people would be asked first).
+            body["chosen"] = Mode.APPROVAL_FIRST.value
+            if requested is Mode.AUTO:
+                body["basis"] = "previews"
+            return await self._approval_first(run, body, {})
         quotes, problem = await self._quotes(run, holds)
         if quotes is None:
             return None, problem
         body["quotes"] = [q.to_wire() for q in quotes.values()]
-        if requested is Mode.APPROVAL_FIRST:
-            return ModeChoice(requested, body, quotes), ""
         estimates, problem = await self._estimates(run, decide_by)
         if estimates is None:
             return None, problem
@@ -113,16 +125,31 @@ class ModeChooser:
             shortestHoldSeconds=json_number(shortest),
             basis=basis,
         )
+        if chosen is Mode.APPROVAL_FIRST:
+            return await self._approval_first(run, body, quotes)
         return ModeChoice(chosen, body, quotes), ""
 
+    async def _approval_first(
+        self, run: TxnRun, body: dict[str, Any], quotes: dict[str, Quote]
+    ) -> tuple[ModeChoice | None, str]:
+        """Approval-first: quote every branch not quoted yet, so that people approve
+        each step's price and preview before anything is prepared [COORD-QUOTE]."""
+        rest = [b for b in run.plan.branches if b.branch_id not in quotes]
+        more, problem = await self._quotes(run, rest)
+        if more is None:
+            return None, problem
+        quotes = {b.branch_id: (quotes | more)[b.branch_id] for b in run.plan.branches}
+        body["quotes"] = [q.to_wire() for q in quotes.values()]
+        return ModeChoice(Mode.APPROVAL_FIRST, body, quotes), ""
+
     async def _quotes(
-        self, run: TxnRun, holds: list[Branch]
+        self, run: TxnRun, branches: list[Branch]
     ) -> tuple[dict[str, Quote] | None, str]:
         answers = await asyncio.gather(
-            *(self._quote(run, branch) for branch in holds), return_exceptions=True
+            *(self._quote(run, branch) for branch in branches), return_exceptions=True
         )
         quotes: dict[str, Quote] = {}
-        for branch, answer in zip(holds, answers, strict=True):
+        for branch, answer in zip(branches, answers, strict=True):
             if isinstance(answer, StaleFence):
                 raise answer
             if isinstance(answer, BaseException):

@@ -2,13 +2,15 @@
 
 The mode is chosen first ([COORD-MODE], :mod:`hatp.coordinator._modes`).
 Parallel prepares every branch and asks every approval group at once;
-approval-first asks for quoted prices first and prepares after
-([COORD-QUOTE]); holds-first prepares first and asks people to approve the
-holds' ends with the plan ([COORD-TERMS]). Every answer is checked before
-it counts (:mod:`hatp.coordinator._vetting`), the prepared holds are kept
-while people decide and a lost one is placed again
-(:mod:`hatp.coordinator._holds`), and the approval deadline shrinks to fit
-inside the holds, the gateway told. The first problem ends phase 1; what
+approval-first asks people to approve every step's quoted price and
+preview first and prepares after ([COORD-QUOTE]); holds-first prepares
+first and asks people to approve the holds' ends and each step's signed
+preview with the plan ([COORD-TERMS]). In both, what people approve beyond
+the plan is one ``txn.terms`` their votes bind by digest ([COORD-PREVIEW]).
+Every answer is checked before it counts (:mod:`hatp.coordinator._vetting`),
+the prepared holds are kept while people decide and a lost one is placed
+again (:mod:`hatp.coordinator._holds`), and the approval deadline shrinks to
+fit inside the holds, the gateway told. The first problem ends phase 1; what
 has not answered is recorded as such.
 """
 
@@ -35,6 +37,7 @@ from hatp.model import (
     ApprovalGroup,
     Branch,
     Certainty,
+    EffectPreview,
     HoldTerms,
     Mode,
     Tier,
@@ -83,37 +86,41 @@ class Phase1:
             commit_allowance=commit_allowance,
         )
 
-    def _previews_short(self, run: TxnRun) -> str | None:
-        """Why people may not be asked: a step's preview says less than the plan's policy
-        asks of its tier [COORD-PREVIEW-MIN]; ``None`` when every preview says enough."""
-        policy = run.plan.previews
-        if policy is None:
-            return None
+    def _previews_short(self, run: TxnRun, shown: Mapping[str, EffectPreview | None]) -> str | None:
+        """Why people may not be asked: a step's preview (``shown``, by branch) says less
+        than the plan's policy, or an approval group's, asks of its tier
+        [COORD-PREVIEW-MIN]; ``None`` when every preview says enough."""
+        policy = run.plan.preview_policy
         for branch in run.plan.branches:
             need = policy.required(branch.tier)
-            receipt = run.prepares.get(branch.branch_id)
-            shown = None if receipt is None else receipt.preview
-            if meets(shown, need) or not _checks.is_on("COORD-PREVIEW-MIN"):
+            preview = shown.get(branch.branch_id)
+            if meets(preview, need) or not _checks.is_on("COORD-PREVIEW-MIN"):
                 continue
-            said = "no preview" if shown is None else f"a {shown.certainty.value} preview"
-            if shown is not None and shown.certainty is Certainty.PREDICTED and shown.bound is None:
-                said += " with no bound"
+            said = "no preview" if preview is None else f"a {preview.certainty.value} preview"
+            if preview is not None and preview.certainty is Certainty.PREDICTED:
+                said += " with no bound" if preview.bound is None else ""
             return (
-                f"{branch.branch_id} gives {said}; the plan asks at least {need} of a "
-                f"{branch.tier.value} step, so nobody was asked"
+                f"{branch.branch_id} gives {said}; {_asker(run, branch.tier, need)} asks at "
+                f"least {need} of a {branch.tier.value} step, so nobody was asked"
             )
         return None
 
     def preview_changed(self, run: TxnRun) -> str | None:
-        """Holds-first: why a step may not be committed because its preview is not the one
-        people approved in the terms (a hold placed again since, previewing another
-        change) [COORD-PREVIEW]; ``None`` when every step previews what was approved."""
+        """Why a step may not be committed because its yes vote previews another change
+        than people approved in the terms (holds-first: a hold placed again since;
+        approval-first: a prepare unlike its quote) [COORD-PREVIEW]; ``None`` when every
+        step previews what was approved. A step approved as ``none`` (nobody could say
+        what it would change) is held to nothing here."""
         shown = (run.terms or {}).get("previews") or {}
         for branch_id, approved in sorted(shown.items()):
+            if approved.get("certainty") == Certainty.NONE.value:
+                continue
             receipt = run.prepares.get(branch_id)
             now = None if receipt is None or receipt.preview is None else receipt.preview
             if (now is None or now.to_wire() != approved) and _checks.is_on("COORD-PREVIEW"):
                 said = "nothing" if now is None else repr(now.summary)
+                if now is not None and now.summary == approved.get("summary"):
+                    said += f" with other changes ({_first_difference(approved, now)})"
                 return (
                     f"{branch_id} now previews {said}, not what people approved "
                     f"({approved.get('summary')!r}): nothing is committed on a changed step"
@@ -146,22 +153,30 @@ class Phase1:
         branches, groups = run.plan.branches, run.plan.approvals
         if choice.chosen is Mode.APPROVAL_FIRST:
             self._quote_deadline(run)
+            quoted = {bid: quote.preview for bid, quote in run.quotes.items()}
+            if short := self._previews_short(run, quoted):
+                return short
+            self._state_terms(run, quoted)
             return await self._gather(run, decide_by, (), groups) or await self._gather(
                 run, decide_by, branches, (), fit=False
             )
         if choice.chosen is Mode.HOLDS_FIRST:
             if placing := await self._gather(run, decide_by, branches, ()):
                 return placing
-            if short := self._previews_short(run):
+            prepared = {bid: receipt.preview for bid, receipt in run.prepares.items()}
+            if short := self._previews_short(run, prepared):
                 return short
-            self._state_terms(run)
+            self._state_terms(run, prepared)
             holds = [b for b in branches if b.tier is Tier.HOLD]
             return await self._gather(run, decide_by, (), groups, kept=holds)
         return await self._gather(run, decide_by, branches, groups)
 
-    def _state_terms(self, run: TxnRun) -> None:
-        """Holds-first: the holds' ends and the approval deadline inside them, which
-        people approve with the plan [COORD-TERMS]; recorded as ``txn.terms``."""
+    def _state_terms(self, run: TxnRun, shown: Mapping[str, EffectPreview | None]) -> None:
+        """The terms people approve with the plan, recorded as ``txn.terms``: every
+        hold's end and the approval deadline inside them (holds-first
+        [COORD-TERMS]; none is placed yet in approval-first), and what each step will
+        change as its participant signed it, in its yes vote or its quote (``shown``)
+        [COORD-PREVIEW]."""
         holds = []
         for branch in run.plan.branches:
             receipt = run.prepares.get(branch.branch_id)
@@ -173,12 +188,10 @@ class Phase1:
                         "holdHorizon": receipt.hold_horizon,
                     }
                 )
-        # What each step will change, as its participant signed it: people approve
-        # these with the plan [COORD-PREVIEW].
         previews = {
-            bid: receipt.preview.to_wire()
-            for bid, receipt in run.prepares.items()
-            if receipt.preview is not None and _checks.is_on("COORD-PREVIEW")
+            bid: preview.to_wire()
+            for bid, preview in shown.items()
+            if preview is not None and _checks.is_on("COORD-PREVIEW")
         }
         terms = HoldTerms.model_validate(
             {
@@ -479,3 +492,36 @@ class Phase1:
         )
         run.note(self._key, TxnEvent.APPROVAL, groupId=name, approval=answer, problem=problem)
         return problem
+
+
+def _asker(run: TxnRun, tier: Tier, need: str) -> str:
+    """Who asks ``need`` of a ``tier`` step: the plan, or the approval group whose own
+    policy asks it [PLAN-PREVIEWS]."""
+    if run.plan.previews is not None and run.plan.previews.required(tier) == need:
+        return "the plan"
+    for group in run.plan.approvals:
+        if group.previews is not None and group.previews.required(tier) == need:
+            return f"approval group {group.group_id!r}"
+    return "the plan"
+
+
+def _first_difference(approved: Mapping[str, Any], now: EffectPreview) -> str:
+    """The first change that is not as approved, for a person reading why (the two
+    summaries being the same)."""
+    was: list[Mapping[str, Any]] = list(approved.get("changes") or [])
+    for index, change in enumerate(now.changes):
+        wire = change.to_wire()
+        before = was[index] if index < len(was) else None
+        if wire != before:
+            field = "" if change.field is None else f" {change.field}"
+            return (
+                f"{change.resource}{field}: approved {_change_text(before)}, "
+                f"now {_change_text(wire)}"
+            )
+    return f"{len(was)} changes approved, {len(now.changes)} now"
+
+
+def _change_text(change: Mapping[str, Any] | None) -> str:
+    if change is None:
+        return "no such change"
+    return f"{change.get('kind')} {change.get('before')!r} -> {change.get('after')!r}"

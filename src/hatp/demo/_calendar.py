@@ -29,8 +29,18 @@ from sqlalchemy.dialects import postgresql, sqlite
 
 from hatp.clock import parse_time
 from hatp.demo._ledger import Seed, Service, kinds, ledger_table, log, text_arg, write_line
-from hatp.model import Certainty, Change, Preconditions, Tier
-from hatp.participant import Committed, Operation, Prepared, Refuse, Work, change, observed, preview
+from hatp.model import Certainty, Change, EffectPreview, Preconditions, Tier
+from hatp.participant import (
+    Committed,
+    Operation,
+    Prepared,
+    Quoted,
+    Refuse,
+    Work,
+    change,
+    observed,
+    preview,
+)
 
 PARTICIPANT = "mcp://calendar.example"
 
@@ -91,12 +101,14 @@ class AddEvent(Operation):
         # seen here [PART-PRECONDITION], and then adds exactly this event.
         return Prepared(
             preconditions=_calendar_version(owner, seen),
-            preview=preview(
-                Certainty.EXACT,
-                _event(owner, title, starts, ends, seen),
-                summary=_said(owner, title, starts, ends),
-            ),
+            preview=_adding(owner, title, starts, ends, seen),
         )
+
+    def quote(self, work: Work) -> Quoted:
+        """Free, and what a prepare now would preview (a change to the calendar before
+        the prepare changes that preview: people approved this one)."""
+        owner, title, starts, ends = _event_args(work)
+        return Quoted(preview=_adding(owner, title, starts, ends, version(work.conn, owner)))
 
     def preconditions(self, work: Work) -> Preconditions:
         owner = text_arg(work, "owner")
@@ -160,6 +172,15 @@ def _calendar_version(owner: str, seen: int) -> Preconditions:
 
 def _said(owner: str, title: str, starts: str, ends: str) -> str:
     return f"add {title!r} to the calendar of {owner}, {starts} to {ends}"
+
+
+def _adding(owner: str, title: str, starts: str, ends: str, seen: int) -> EffectPreview:
+    """The exact preview of adding the event to a calendar at version ``seen``."""
+    return preview(
+        Certainty.EXACT,
+        _event(owner, title, starts, ends, seen),
+        summary=_said(owner, title, starts, ends),
+    )
 
 
 def _event(

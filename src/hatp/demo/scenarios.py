@@ -57,7 +57,7 @@ class Scenario:
     lead_seconds: int | None = None
     #: Run on a simulated clock: half an hour of protocol time in a second.
     simulated: bool = False
-    #: The plan's preview policy: the least each tier's preview must say (holds-first).
+    #: The plan's preview policy: the least each tier's preview must say (not parallel).
     previews: Mapping[str, str] | None = None
     #: A fee the card's bank adds at capture (payments then previews the charge as predicted).
     capture_fee: CaptureFee | None = None
@@ -66,7 +66,12 @@ class Scenario:
 SCENARIOS: dict[str, Scenario] = {
     s.name: s
     for s in (
-        Scenario("commit", "everyone says yes: seat, room, calendar and card all go through"),
+        Scenario(
+            "commit",
+            "everyone says yes: each step quoted first, so finance approves every step's "
+            "price and signed preview; then seat, room, calendar and card all go through",
+            mode="approval-first",
+        ),
         Scenario(
             "reject",
             "the finance approver rejects: every hold is released, nothing is charged",

@@ -367,7 +367,7 @@ def trip_plan(
     previews: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """Return the business-trip plan's wire form (it passes :func:`hatp.model.parse_plan`);
-    ``previews``, the least each tier's effect preview must say (holds-first only).
+    ``previews``, the least each tier's effect preview must say (not with parallel).
 
     Four branches: ``seat`` (airline, hold, 420.00 USD), ``room`` (hotel,
     hold, 2 nights at 155.00 = 310.00 USD), ``calendar`` (compensate, no

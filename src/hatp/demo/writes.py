@@ -25,6 +25,7 @@ from typing import Any
 from hatp.clock import Clock, SystemClock, format_time
 from hatp.demo._inventory import POLICY, live, registry, stock, touch
 from hatp.errors import HatpError
+from hatp.gateway import write_preview_lines
 from hatp.store import Store, open_store
 from hatp.writes import (
     JournalEntry,
@@ -34,7 +35,6 @@ from hatp.writes import (
     WriteOutcome,
     Writes,
     draft_plan,
-    format_diff,
     read_records,
 )
 
@@ -77,7 +77,8 @@ class Step:
     ``outcome`` and ``expected`` are codes: an error's (``NOT_APPROVED``,
     ``DRIFT_DETECTED``, ...), an execution status (``EXECUTED``,
     ``ALREADY_EXECUTED``), the policy's verdict (``REQUIRE_APPROVAL``) or
-    ``APPROVED``. ``shown`` are lines for the approver (the diff, the verdict).
+    ``APPROVED``. ``shown`` are lines for the approver (the plan's effect preview,
+    the policy's verdict, the agent's unchecked note).
     """
 
     title: str
@@ -238,7 +239,7 @@ def _propose(
     (run.folder / f"plan-{plan_id}-v1.json").write_text(_json(doc), encoding="utf-8")
     decision = proposal.decision
     shown = (
-        *format_diff(proposal.diff).splitlines(),
+        *write_preview_lines(proposal.preview),
         f"policy: {decision.verdict.value} ({'; '.join(decision.reasons)})",
         *([f"note (written by the agent, not checked): {note}"] if note else []),
     )

@@ -9,7 +9,8 @@ hold the record to that:
 
 - [TXN-MODE] the mode was chosen once, before anything was prepared or
   asked, as the plan asks, and in ``auto`` as the signed quotes and chain
-  estimates say; approval-first prepares nothing before every group approved;
+  estimates say (approval-first when the plan requires effect previews);
+  approval-first prepares nothing before every group approved;
 - [TXN-APPROVE-BY] no approval counted in a commit came after an approval
   deadline the coordinator itself recorded before deciding;
 - [TXN-LEASE] the final step and every hold were committed, by their
@@ -134,9 +135,13 @@ def check_mode(txn: Txn, tally: Tally) -> str | None:
             )
         for event, problem in _off_quote(txn, mode.body):
             tally.fail(rule, f"{event.name} {problem}", event.position)
+        for position, problem in _quoted_terms_problems(txn, txn.plan):
+            tally.fail(rule, problem, position)
     if mode.get("chosen") == Mode.HOLDS_FIRST and txn.plan.mode is Mode.HOLDS_FIRST:
         for position, problem in _terms_problems(txn, txn.plan):
             tally.fail(rule, problem, position)
+    for position, problem in _unstated_terms(txn, mode):
+        tally.fail(rule, problem, position)
     tally.ran(rule)
     return (
         f"mode {mode.get('chosen')!r} (requested {mode.get('requested')!r}) chosen at "
@@ -152,6 +157,13 @@ def _choice_problems(plan: Plan, body: Mapping[str, Any]) -> list[str]:
         return [f"chose {chosen!r}; the mode chosen is parallel, approval-first or holds-first"]
     if plan.mode is not Mode.AUTO:
         return [] if chosen == requested else [f"chose {chosen!r}, but the plan asks {requested!r}"]
+    if plan.preview_policy.demands:
+        if chosen == Mode.APPROVAL_FIRST and body.get("basis") == "previews":
+            return []
+        return [
+            f"chose {chosen!r} on basis {body.get('basis')!r}; a plan requiring effect "
+            "previews runs 'approval-first' in auto, on basis 'previews'"
+        ]
     holds = [b.branch_id for b in plan.branches if b.tier is Tier.HOLD]
     if not holds:
         if chosen == Mode.PARALLEL:
@@ -291,9 +303,7 @@ def _terms_problems(txn: Txn, plan: Plan) -> list[tuple[int, str]]:
     except ValidationError as exc:
         return [(at, f"{name} carries no HoldTerms: {exc.errors()[0]['msg']}")]
     stated = terms_event.get("termsDigest")
-    if stated != digest(terms) or parsed.plan_digest != txn.plan_digest:
-        out.append((at, f"{name}: termsDigest {stated!r} is not the digest of its terms of "
-                        "this plan"))  # fmt: skip
+    out.extend(_digest_problems(txn, terms_event, parsed))
     voted = {e.branch for e in txn.events[:at] if e.type == TxnEvent.PREPARED}
     for branch in plan.branches:
         if branch.branch_id not in voted:
@@ -326,14 +336,90 @@ def _terms_problems(txn: Txn, plan: Plan) -> list[tuple[int, str]]:
             )  # fmt: skip
         elif approve_by is not None and horizon is not None and approve_by >= horizon:
             out.append((at, f"{name}: approveBy is not inside hold {branch.branch_id!r}"))
-    deadline = min(
-        [t for e in txn.events[:at] if e.type == TxnEvent.DEADLINE
-         if (t := wire_time(e.get("approveBy"))) is not None]
-        + [wire_time(plan.deadlines.decide_by) or datetime.max.replace(tzinfo=UTC)]
-    )  # fmt: skip
+    deadline = _deadline_before(txn, plan, at)
     if approve_by != deadline:
         out.append((at, f"{name} states approveBy {parsed.approve_by}, but the deadline in "
                         f"force was {format_time(deadline)}"))  # fmt: skip
+    out.extend(_unbound_approvals(txn, name, stated))
+    return out
+
+
+def _unstated_terms(txn: Txn, mode: Event) -> list[tuple[int, str]]:
+    """Terms where the mode has none, and approvals of terms the record does not state.
+
+    Parallel mode states no terms; in a record without terms (parallel, or
+    approval-first from before terms were stated) no approval names any: one that
+    does approved terms this record no longer shows."""
+    found = txn.of(TxnEvent.TERMS)
+    if found:
+        if mode.get("chosen") != Mode.PARALLEL:
+            return []
+        return [(e.position, f"{e.name} states terms, but parallel mode has none") for e in found]
+    return [
+        (event.position, f"{event.name}: the approval is of terms {named!r} not stated")
+        for event in txn.of(TxnEvent.APPROVAL)
+        if (doc := event.embedded()) is not None
+        if (named := doc.get("termsDigest")) is not None
+    ]
+
+
+def _quoted_terms_problems(txn: Txn, plan: Plan) -> list[tuple[int, str]]:
+    """Approval-first [COORD-PREVIEW]: the terms, when the record states them (a record
+    from before they were, states none; [TXN-PREVIEW] fails one that needed them), are
+    one ``txn.terms`` before anything is asked or prepared, naming no hold (none is
+    placed yet), the approval deadline in force, and every approving approval carries
+    their digest."""
+    found = txn.of(TxnEvent.TERMS)
+    if not found:
+        return []
+    if len(found) != 1:
+        return [(found[1].position, f"approval-first, with {len(found)} txn.terms events")]
+    terms_event = found[0]
+    at, name = terms_event.position, terms_event.name
+    terms = terms_event.get("terms")
+    try:
+        parsed = HoldTerms.model_validate(terms)
+    except ValidationError as exc:
+        return [(at, f"{name} carries no HoldTerms: {exc.errors()[0]['msg']}")]
+    stated = terms_event.get("termsDigest")
+    out = _digest_problems(txn, terms_event, parsed)
+    if parsed.holds:
+        out.append((at, f"{name} states holds, but approval-first places none before approval"))
+    for event in txn.of(TxnEvent.PENDING, TxnEvent.APPROVAL, TxnEvent.PREPARED):
+        if event.position < at:
+            out.append((event.position, f"{event.name} comes before the terms at {name}"))
+    deadline = _deadline_before(txn, plan, at)
+    if wire_time(parsed.approve_by) != deadline:
+        out.append((at, f"{name} states approveBy {parsed.approve_by}, but the deadline in "
+                        f"force was {format_time(deadline)}"))  # fmt: skip
+    out.extend(_unbound_approvals(txn, name, stated))
+    return out
+
+
+def _digest_problems(txn: Txn, terms_event: Event, parsed: HoldTerms) -> list[tuple[int, str]]:
+    """Why the terms event's ``termsDigest`` is not the digest of its terms of this plan."""
+    stated = terms_event.get("termsDigest")
+    if stated == digest(terms_event.get("terms")) and parsed.plan_digest == txn.plan_digest:
+        return []
+    said = f"termsDigest {stated!r} is not the digest of its terms of this plan"
+    return [(terms_event.position, f"{terms_event.name}: {said}")]
+
+
+def _deadline_before(txn: Txn, plan: Plan, position: int) -> datetime:
+    """The approval deadline in force at ``position``: the earliest ``txn.deadline``
+    before it, or the plan's ``decideBy``."""
+    moved = [
+        moment
+        for event in txn.events[:position]
+        if event.type == TxnEvent.DEADLINE
+        if (moment := wire_time(event.get("approveBy"))) is not None
+    ]
+    return min([*moved, wire_time(plan.deadlines.decide_by) or datetime.max.replace(tzinfo=UTC)])
+
+
+def _unbound_approvals(txn: Txn, name: str, stated: Any) -> list[tuple[int, str]]:
+    """Each approving approval that does not carry the digest of the terms at ``name``."""
+    out = []
     for event in txn.of(TxnEvent.APPROVAL):
         doc = event.embedded()
         approves = doc is not None and doc.get("decision") == ApprovalDecision.APPROVE

@@ -41,11 +41,13 @@ from hatp.model import (
     COMMIT_ORDER,
     SEAL_EVENT,
     ApprovalDecision,
+    Certainty,
     ChainEstimate,
     Decision,
     EffectPreview,
     EffectVerdict,
     Finding,
+    Mode,
     ObservedEffect,
     Plan,
     Tier,
@@ -80,9 +82,9 @@ TXN_RULES: dict[str, str] = {
     "TXN-OUTCOME": "one outcome, last before the seal, borne out by the receipts",
     "TXN-SETTLED": "an aborted outcome shows, for every branch that voted yes, a release or "
     "compensate receipt; a needs-attention outcome names every branch still held",
-    "TXN-PREVIEW": "the terms people approved (holds-first) state each step's effect preview "
-    "exactly as its participant signed it, saying at least what the plan's policy asks, and "
-    "every step committed is the one previewed",
+    "TXN-PREVIEW": "the terms people approved state each step's effect preview exactly as "
+    "its participant signed it (vote or quote), saying at least what the plan's and groups' "
+    "policies ask, and every step committed is the one previewed",
     "TXN-EFFECT": "every committed step's observed effect is compared with the preview it was "
     "prepared with, in a txn.effect event stating the verdict the receipts bear out, and "
     "the outcome names every step that committed other than previewed (effectDiffers)",
@@ -607,32 +609,36 @@ def _check_settled(txn: Txn, tally: Tally) -> str | None:
 def _check_preview(txn: Txn, tally: Tally) -> str | None:
     """[TXN-PREVIEW]: what people were shown is what the participants signed, and ran.
 
-    In a record with hold terms (holds-first), the terms' ``previews`` state, for
-    every branch whose yes vote before the terms signed a preview, exactly that
-    preview, and nothing for any other branch; and every committed branch's last yes
-    vote before its commit signed the preview the terms state (a hold placed again
-    after the approval with another preview fails: people approved something else).
+    In a record with terms (holds-first, approval-first), the terms' ``previews``
+    state, for every branch whose participant signed a preview (in holds-first its
+    yes vote before the terms, in approval-first its quote in ``txn.mode``), exactly
+    that preview, and nothing for any other branch; each says at least what the
+    plan's and the approval groups' policies ask of its tier; and every committed
+    branch's last yes vote before its commit signed the preview the terms state,
+    unless that one is ``none`` (a hold placed again after the approval, or a
+    prepare unlike its quote, with another preview fails: people approved
+    something else). A record that commits a plan requiring previews states terms.
     """
     rule = "TXN-PREVIEW"
     found = txn.of(TxnEvent.TERMS)
+    policy = None if txn.plan is None else txn.plan.preview_policy
     if len(found) != 1:  # none: nothing was shown with the plan; several: [TXN-MODE]'s
+        point = txn.commit_point()
+        if not found and policy is not None and policy.demands and point is not None:
+            tally.fail(
+                rule,
+                "the plan requires effect previews, but the record commits with no terms "
+                "showing them to the approvers",
+                point[0].position,
+            )
         tally.ran(rule)
-        return "no hold terms: no previews were stated to the approvers"
+        return "no terms: no previews were stated to the approvers"
     terms_event = found[0]
     terms = terms_event.get("terms")
     shown = terms.get("previews") if isinstance(terms, dict) else None
     if not isinstance(shown, dict):
         shown = {}
-    signed: dict[str, Any] = {}
-    for event in txn.of(TxnEvent.PREPARED, TxnEvent.REPLACED):
-        receipt = event.embedded()
-        if (
-            event.position < terms_event.position
-            and receipt is not None
-            and receipt.get("vote") == Vote.YES
-            and receipt.get("preview") is not None
-        ):
-            signed[str(event.branch)] = receipt["preview"]
+    signed = _signed_previews(txn, terms_event)
     for branch in sorted(set(signed) | set(shown)):
         if shown.get(branch) != signed.get(branch):
             said = "no preview" if branch not in shown else "another preview"
@@ -642,7 +648,6 @@ def _check_preview(txn: Txn, tally: Tally) -> str | None:
                 "signed before it",
                 terms_event.position,
             )
-    policy = None if txn.plan is None else txn.plan.previews
     planned_branches = [] if policy is None or txn.plan is None else txn.plan.branches
     for planned in planned_branches:
         need = "none" if policy is None else policy.required(planned.tier)
@@ -660,7 +665,8 @@ def _check_preview(txn: Txn, tally: Tally) -> str | None:
             )
     for commit in txn.of(TxnEvent.COMMITTED):
         branch = str(commit.branch)
-        if branch not in shown:
+        approved = shown.get(branch)
+        if not isinstance(approved, dict) or approved.get("certainty") == Certainty.NONE:
             continue
         try:
             ran = _last_preview(txn, branch, commit.position)
@@ -745,6 +751,30 @@ def _check_effect(txn: Txn, tally: Tally) -> str | None:
             )
     tally.ran(rule)
     return f"{checked} committed steps compared with their previews; {len(differs)} differ"
+
+
+def _signed_previews(txn: Txn, terms_event: Event) -> dict[str, Any]:
+    """The previews the participants signed before ``terms_event``, by branch: in
+    approval-first their quotes' (in ``txn.mode``), else their yes votes'."""
+    mode = next(iter(txn.of(TxnEvent.MODE)), None)
+    if mode is not None and mode.get("chosen") == Mode.APPROVAL_FIRST:
+        quotes = mode.get("quotes")
+        return {
+            str(quote.get("branchId")): quote["preview"]
+            for quote in (quotes if isinstance(quotes, list) else [])
+            if isinstance(quote, dict) and quote.get("preview") is not None
+        }
+    signed: dict[str, Any] = {}
+    for event in txn.of(TxnEvent.PREPARED, TxnEvent.REPLACED):
+        receipt = event.embedded()
+        if (
+            event.position < terms_event.position
+            and receipt is not None
+            and receipt.get("vote") == Vote.YES
+            and receipt.get("preview") is not None
+        ):
+            signed[str(event.branch)] = receipt["preview"]
+    return signed
 
 
 def _last_preview(txn: Txn, branch: str, before: int) -> EffectPreview | None:

@@ -25,7 +25,13 @@ from hatp.gateway._channels import Channel, MemoryChannel, Notice, Person, Respo
 from hatp.gateway._gateway import HumanGateway
 from hatp.gateway._inbox import AskProgress, PersonProgress
 from hatp.gateway._people import passkey_vote, sign_passkey_vote, sign_vote, vote_challenge
-from hatp.gateway._preview_view import STEP_PREVIEW_LABEL, PreviewView
+from hatp.gateway._preview_view import (
+    STEP_PREVIEW_LABEL,
+    WRITE_PREVIEW_LABEL,
+    PreviewView,
+    preview_lines,
+    preview_view,
+)
 from hatp.gateway._questions import check_answer, parse_question, question_digest, sign_answer
 from hatp.gateway._routing import Routed, resolve_question, route, route_call
 from hatp.gateway._sessions import ApproverSessions, SignedIn
@@ -50,6 +56,7 @@ from hatp.gateway._view import (
     render_text,
 )
 from hatp.gateway._web import WEB, WebApprovals, WebChannel
+from hatp.gateway._write_view import write_preview_lines
 
 __all__ = [
     "AGENT_TEXT_LABEL",
@@ -59,6 +66,7 @@ __all__ = [
     "TERMS_LABEL",
     "TOOL_TEXT_LABEL",
     "WEB",
+    "WRITE_PREVIEW_LABEL",
     "ApproverSessions",
     "ApproverView",
     "AskProgress",
@@ -89,6 +97,8 @@ __all__ = [
     "parse_call_request",
     "parse_question",
     "passkey_vote",
+    "preview_lines",
+    "preview_view",
     "question_digest",
     "question_view",
     "render_call_text",
@@ -104,4 +114,5 @@ __all__ = [
     "sign_vote",
     "terms_digest",
     "vote_challenge",
+    "write_preview_lines",
 ]

@@ -32,7 +32,7 @@ __all__ = [
 
 #: What a vote's payload names (a channel hands it to the person's device as it came).
 VOTE_PAYLOAD_MEMBERS = frozenset({"askId", "txnId", "planDigest", "groupId", "human"})
-#: What it names when the ask has hold terms (holds-first): their digest too.
+#: What it names when the ask has terms (holds-first, approval-first): their digest too.
 TERMS_VOTE_PAYLOAD_MEMBERS = VOTE_PAYLOAD_MEMBERS | {"termsDigest"}
 
 

@@ -1,13 +1,16 @@
 """A step's effect preview as a person is shown it: the participant's signed words.
 
-In holds-first mode every step's participant signs, in its yes vote, what
+Every step's participant signs, in its yes vote and its quote, what
 committing the step will change (an :class:`~hatp.model.EffectPreview`,
-docs/spec.md §13), and the coordinator puts each preview into the hold terms
-people approve with the plan ([COORD-PREVIEW]). :func:`preview_view` turns
+docs/spec.md §13), and in holds-first and approval-first mode the
+coordinator puts each preview into the terms people approve with the plan
+([COORD-PREVIEW]). :func:`preview_view` turns
 one preview into what every channel shows under its step, under
 :data:`STEP_PREVIEW_LABEL` ([GW-VIEW-PREVIEW]): words the participant
 signed, set apart from the agent's summary and from the step's arguments
-(both the agent's choice).
+(both the agent's choice). A write plan's approver is shown its preview the
+same way, under :data:`WRITE_PREVIEW_LABEL` (§22 [WRITE-PREVIEW]): hatp
+computed it from the plan, and no participant has signed it yet.
 
 A :class:`PreviewView` is rendered from the preview's structure, never
 taken as one piece of text: the certainty in the gateway's words, each
@@ -39,6 +42,7 @@ __all__ = [
     "MAX_VALUE_TEXT",
     "NO_CHANGES",
     "STEP_PREVIEW_LABEL",
+    "WRITE_PREVIEW_LABEL",
     "PreviewView",
     "preview_lines",
     "preview_view",
@@ -48,6 +52,12 @@ __all__ = [
 STEP_PREVIEW_LABEL = (
     "What it will change (the participant's signed preview, from its own dry run; "
     "you approve it with the plan):"
+)
+#: The label above a write plan's preview (§22 [WRITE-PREVIEW]): hatp's own computation from
+#: the plan, which no participant has signed yet.
+WRITE_PREVIEW_LABEL = (
+    "What it will change (computed by hatp from the plan's snapshot of the live records; "
+    "execution refuses any drift from it):"
 )
 #: What each certainty means to the person deciding: three readings that cannot be confused.
 CERTAINTY_WORDS = {
@@ -151,11 +161,11 @@ def preview_view(preview: EffectPreview) -> PreviewView:
     )
 
 
-def preview_lines(preview: PreviewView, bar: str) -> list[str]:
-    """The preview as lines of text under its label: the certainty in the gateway's words,
-    then the participant's summary and changes, each behind ``bar``, then the note.
-    [GW-VIEW-PREVIEW]"""
-    lines = [STEP_PREVIEW_LABEL, f"Certainty: {preview.certainty_text}"]
+def preview_lines(preview: PreviewView, bar: str, *, label: str = STEP_PREVIEW_LABEL) -> list[str]:
+    """The preview as lines of text under ``label`` (whose words they are): the certainty
+    in the gateway's words, then the summary and changes, each behind ``bar``, then the
+    note. [GW-VIEW-PREVIEW]"""
+    lines = [label, f"Certainty: {preview.certainty_text}"]
     if preview.summary:
         lines.append(bar + preview.summary)
     lines.extend(f"{bar}- {change}" for change in preview.changes)

@@ -18,12 +18,14 @@ them is the agent's choice and only the participant checks them, escaped
 and bounded by :func:`~hatp.gateway.shown_json`
 ([GW-VIEW-BOUNDED]).
 
-In holds-first mode the view also shows the hold terms people approve with
-the plan ([GW-TERMS]): each hold's end and the approval deadline, labelled
-as what they are, the coordinator's statement of the participants' signed
-receipts (:class:`TermsView`); and under each step whose preview the terms
-hold, that preview ([GW-VIEW-PREVIEW]): what committing it will change and
-how surely, in its participant's signed words under
+In holds-first and approval-first mode the view also shows the terms
+people approve with the plan ([GW-TERMS]): each hold's end (holds-first;
+none is placed yet in approval-first) and the approval deadline, labelled
+as what they are, the coordinator's statement of what the participants
+signed (:class:`TermsView`); and under each step whose preview the terms
+hold (from its yes vote, or its quote), that preview ([GW-VIEW-PREVIEW]):
+what committing it will change and how surely, in its participant's signed
+words under
 :data:`~hatp.gateway._preview_view.STEP_PREVIEW_LABEL`
 (:class:`~hatp.gateway._preview_view.PreviewView`). A step without one
 shows nothing about previews.
@@ -95,9 +97,9 @@ STEP_ARGUMENTS_LABEL = (
 )
 #: The label above a tool's description, from the definition whose digest the terms bind.
 TOOL_TEXT_LABEL = "Tool description (the tool server's words, not checked by hatp):"
-#: The label above the hold terms: the coordinator's word for what the participants signed.
+#: The label above the terms: the coordinator's word for what the participants signed.
 TERMS_LABEL = (
-    "Hold terms (the coordinator's statement of the participants' signed receipts; "
+    "Terms (the coordinator's statement of what the participants signed; "
     "you approve them with the plan):"
 )
 #: What each tier means to the person deciding.
@@ -168,8 +170,9 @@ class HoldLine:
 
 @dataclass(frozen=True, slots=True)
 class TermsView:
-    """The hold terms of a holds-first ask: the holds' ends, the approval deadline
-    inside them, and the digest the person's vote names."""
+    """The terms of a holds-first or approval-first ask: the holds' ends (none in
+    approval-first), the approval deadline inside them, and the digest the person's
+    vote names."""
 
     terms_digest: str
     holds: tuple[HoldLine, ...]
@@ -183,7 +186,7 @@ class ApproverView:
     Every field but ``agent_text`` comes from the plan's structured members
     or the gateway's own arithmetic; ``agent_text`` is the plan's
     ``agentText`` summary, shown labelled and never used for anything else.
-    ``terms`` (holds-first) are the hold terms approved with the plan.
+    ``terms`` (holds-first, approval-first) are the terms approved with the plan.
     """
 
     txn_id: str
@@ -207,9 +210,9 @@ def approver_view(
     *,
     terms: Mapping[str, Any] | HoldTerms | None = None,
 ) -> ApproverView:
-    """Build the view of approval group ``group_id`` of ``plan``, with the hold terms
-    ``terms`` approved with it (holds-first) and, under each step, the effect preview
-    the terms hold for it. [GW-VIEW] [GW-TERMS] [GW-VIEW-PREVIEW]
+    """Build the view of approval group ``group_id`` of ``plan``, with the terms
+    ``terms`` approved with it (holds-first, approval-first) and, under each step, the
+    effect preview the terms hold for it. [GW-VIEW] [GW-TERMS] [GW-VIEW-PREVIEW]
 
     Raises:
         pydantic.ValidationError: ``terms`` is not a HoldTerms (the gateway reads an

@@ -194,12 +194,64 @@ class Requirement(WireModel):
         )
 
 
+#: The least a step's effect preview must say, per tier [PLAN-PREVIEWS]: ``none`` <
+#: ``predicted`` < ``bounded`` (predicted with an amount bound) < ``exact``.
+PreviewMinimum = Literal["none", "predicted", "bounded", "exact"]
+
+
+class PreviewPolicy(WireModel):
+    """What people must be shown of each step before they approve, by tier
+    (docs/spec.md §11 [PLAN-PREVIEWS]); a tier not named needs nothing (``none``)."""
+
+    minimum: dict[Literal["hold", "compensate", "final"], PreviewMinimum] = Field(
+        default_factory=dict, description="the least certainty each tier's previews must have"
+    )
+
+    def required(self, tier: Tier) -> PreviewMinimum:
+        """The least a ``tier`` step's preview must say."""
+        return self.minimum.get(tier.value, "none")
+
+    @property
+    def demands(self) -> bool:
+        """Whether any tier needs more than ``none``: previews must reach people first."""
+        return any(level != "none" for level in self.minimum.values())
+
+    def merged(self, other: PreviewPolicy) -> PreviewPolicy:
+        """The policy asking, of each tier, the more of what this one and ``other`` ask."""
+        tiers = sorted(set(self.minimum) | set(other.minimum))
+        return PreviewPolicy(
+            minimum={
+                tier: max(
+                    self.minimum.get(tier, "none"),
+                    other.minimum.get(tier, "none"),
+                    key=_PREVIEW_ORDER.index,
+                )
+                for tier in tiers
+            }
+        )
+
+
+#: :data:`PreviewMinimum` from least to most.
+_PREVIEW_ORDER: tuple[PreviewMinimum, ...] = ("none", "predicted", "bounded", "exact")
+
+
 class ApprovalGroup(WireModel):
-    """One approval the plan needs: who is asked (an address) and what they approve."""
+    """One approval the plan needs: who is asked (an address) and what they approve.
+
+    ``previews``: what this group requires to be shown of each step before it
+    is asked, on top of the plan's own policy [PLAN-PREVIEWS]; written only
+    when present.
+    """
 
     group_id: BranchId
     address: Address = Field(description="e.g. human://acme.com/role/finance-approver")
     requirement: Requirement
+    previews: PreviewPolicy | None = Field(
+        default=None,
+        exclude_if=lambda value: value is None,
+        description="what each step's effect preview must say before this group is asked; "
+        "written only when present",
+    )
 
 
 class Deadlines(WireModel):
@@ -278,35 +330,14 @@ class AgentText(WireModel):
     summary: str = Field(max_length=4000)
 
 
-#: The least a step's effect preview must say, per tier [PLAN-PREVIEWS]: ``none`` <
-#: ``predicted`` < ``bounded`` (predicted with an amount bound) < ``exact``.
-PreviewMinimum = Literal["none", "predicted", "bounded", "exact"]
-
-
-class PreviewPolicy(WireModel):
-    """What people must be shown of each step before they approve, by tier
-    (docs/spec.md §11 [PLAN-PREVIEWS]); a tier not named needs nothing (``none``)."""
-
-    minimum: dict[Literal["hold", "compensate", "final"], PreviewMinimum] = Field(
-        default_factory=dict, description="the least certainty each tier's previews must have"
-    )
-
-    def required(self, tier: Tier) -> PreviewMinimum:
-        """The least a ``tier`` step's preview must say."""
-        return self.minimum.get(tier.value, "none")
-
-    @property
-    def demands(self) -> bool:
-        """Whether any tier needs more than ``none``: previews must reach people first."""
-        return any(level != "none" for level in self.minimum.values())
-
-
 class Plan(WireModel):
     """A transaction proposal. Its digest (``planDigest``) binds every vote, receipt and approval.
 
     The plan's normal form is :meth:`to_wire`: every member present, defaults
-    written out, absent optional members as ``null``. The plan digest is the
-    digest of that form.
+    written out, absent optional members as ``null``, except members added
+    after 0.1 (``previews``, here and in an approval group), written only when
+    present so that an earlier plan keeps the digest it was signed under. The
+    plan digest is the digest of that form.
     """
 
     hatp_version: str
@@ -322,6 +353,7 @@ class Plan(WireModel):
     agent_text: AgentText | None = None
     previews: PreviewPolicy | None = Field(
         default=None,
+        exclude_if=lambda value: value is None,
         description="what each step's effect preview must say before people approve; "
         "written only when present",
     )
@@ -329,15 +361,12 @@ class Plan(WireModel):
     @model_validator(mode="after")
     def _rules(self) -> Plan:
         _check_branches(self.branches)
-        if (
-            self.previews is not None
-            and self.previews.demands
-            and self.mode is not Mode.HOLDS_FIRST
-        ):
+        if self.preview_policy.demands and self.mode is Mode.PARALLEL:
             raise PydanticCustomError(
                 "PREVIEW_MODE",
-                "a plan that requires effect previews runs holds-first: every step is "
-                "prepared (and previewed) before people are asked; set mode to holds-first",
+                "a plan that requires effect previews cannot run parallel: people would be "
+                "asked before any step previewed; set mode to approval-first (quotes preview "
+                "each step first), holds-first, or auto",
                 {"where": "/mode"},
             )
         ids = [g.group_id for g in self.approvals]
@@ -347,14 +376,15 @@ class Plan(WireModel):
             )
         return self
 
-    def to_wire(self) -> dict[str, object]:
-        """The normal form (every member present, absent ones ``null``), except members
-        added after 0.1, written only when present (``previews``): an earlier plan keeps
-        the digest it was signed under."""
-        wire = super().to_wire()
-        if wire.get("previews") is None:
-            del wire["previews"]
-        return wire
+    @property
+    def preview_policy(self) -> PreviewPolicy:
+        """What every step's preview must say before anyone is asked [PLAN-PREVIEWS]: of
+        each tier, the most the plan's policy and any approval group's policy ask."""
+        policy = self.previews or PreviewPolicy()
+        for group in self.approvals:
+            if group.previews is not None:
+                policy = policy.merged(group.previews)
+        return policy
 
     def branch(self, branch_id: str) -> Branch:
         """Return the branch with this id.

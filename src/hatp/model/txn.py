@@ -186,13 +186,16 @@ class HeldUntil(WireModel):
 
 
 class HoldTerms(WireModel):
-    """Holds-first mode: what people approve with the plan (docs/spec.md §14 [COORD-TERMS]).
+    """What people approve with the plan in holds-first and approval-first mode
+    (docs/spec.md §14 [COORD-TERMS], [COORD-QUOTE]).
 
     The holds' end times, taken from the participants' signed prepare
-    receipts, the approval deadline that fits inside them, and each step's
-    effect preview as its participant signed it [COORD-PREVIEW]. Votes and
-    approvals carry its digest as ``termsDigest``, so they cover the previews
-    people were shown.
+    receipts (none in approval-first: nothing is placed before the
+    approval), the approval deadline that fits inside them, and each step's
+    effect preview as its participant signed it, in its yes vote
+    (holds-first) or its quote (approval-first) [COORD-PREVIEW]. Votes and
+    approvals carry its digest as ``termsDigest``, so they cover the
+    previews people were shown.
     """
 
     kind: Literal["hold-terms"]
@@ -201,7 +204,8 @@ class HoldTerms(WireModel):
     approve_by: WireTime
     previews: dict[str, EffectPreview] = Field(
         default_factory=dict,
-        description="each step's effect preview, by branchId, from its signed prepare receipt",
+        description="each step's effect preview, by branchId, from its signed prepare "
+        "receipt (holds-first) or quote (approval-first)",
     )
 
 

@@ -12,7 +12,9 @@ derived from plan id + version, then, in one transaction in the same
 database as the data: checks the records still equal the snapshot, applies
 the corrections, checks the postcondition, completes the key and appends
 the journal entry. A replay returns the stored result; a dead worker's key
-is classified from the live records. :class:`WriteOperation` makes a write
+is classified from the live records. A :class:`Proposal` carries the plan's
+exact effect preview, which :func:`hatp.gateway.write_preview_lines` shows
+to the approver as the Human Gateway shows a step's. :class:`WriteOperation` makes a write
 a compensate-tier branch of a hatp transaction.
 """
 

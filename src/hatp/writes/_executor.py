@@ -93,6 +93,7 @@ from hatp.errors import (
     WritePlanUnknown,
 )
 from hatp.evidence import Keyring, digest
+from hatp.model import EffectPreview
 from hatp.store import Store
 from hatp.writes import _book, _tables
 from hatp.writes._approvals import (
@@ -107,6 +108,7 @@ from hatp.writes._approvals import (
     verified_approval,
 )
 from hatp.writes._corrections import Registry
+from hatp.writes._effects import plan_preview
 from hatp.writes._plan import Change, CheckedPlan, check_next_version, check_plan, diff
 from hatp.writes._policy import Policy, PolicyDecision, Verdict
 from hatp.writes._records import RecordName, read_records
@@ -149,13 +151,21 @@ def derive_key(plan_id: str, version: int, *, undo: bool = False) -> str:
 @dataclass(frozen=True)
 class Proposal:
     """A stored plan version: its digest (what an approval binds), the policy's
-    decision and the diff an approver reads."""
+    decision, its diff, and the effect preview its approver is shown
+    (:func:`hatp.gateway.write_preview_lines`).
+
+    ``preview`` is ``exact``, computed from the stored plan's snapshot and
+    postcondition as the write participant's yes vote will sign it
+    [WRITE-PREVIEW]; ``None`` when its changes do not fit a preview (shown
+    as "cannot say").
+    """
 
     plan_id: str
     version: int
     digest: str
     decision: PolicyDecision
     diff: list[Change]
+    preview: EffectPreview | None
 
 
 @dataclass(frozen=True)
@@ -302,7 +312,14 @@ class Writes:
                     decision.verdict.value,
                     now,
                 )
-        return Proposal(plan.plan_id, plan.version, checked.digest, decision, diff(checked))
+            row = _known(
+                _book.get_plan_txn(conn, plan.plan_id, plan.version), plan.plan_id, plan.version
+            )
+        # The preview of the plan as stored, read back as the write participant's dry run
+        # reads it (canonical JSON: its column order, its numbers), so the approver is
+        # shown exactly what that participant will sign [WRITE-PREVIEW].
+        shown = plan_preview(check_plan(row.plan, self._registry).plan)
+        return Proposal(plan.plan_id, plan.version, checked.digest, decision, diff(checked), shown)
 
     def approve(self, plan_id: str, version: int, approver: Principal) -> None:
         """Record ``approver``'s approval of this plan version (of its digest).

@@ -20,19 +20,16 @@ whose branch names a stored plan version in its args, ``{"planId", "version"}``:
   branch state was lost is undone).
 
 The yes vote's preview is ``exact``: each record the plan touches, column by
-column, from its snapshot to its postcondition (an ``update``; a ``create``
-or ``delete`` for a row that appears or goes), since the commit refuses any
-drift from the snapshot and verifies the postcondition. The commit observes
-the same, from the snapshot it checked to the records it left.
+column, from its snapshot to its postcondition, since the commit refuses any
+drift from the snapshot and verifies the postcondition; the approver of the
+plan version was shown the same preview [WRITE-PREVIEW]. The commit observes
+the same, from the snapshot it checked to the records it left
+(:mod:`hatp.writes._effects`).
 """
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Mapping
 from typing import Any
-
-from pydantic import ValidationError
 
 from hatp.errors import (
     ConcurrentExecution,
@@ -42,20 +39,14 @@ from hatp.errors import (
     WritePlanUnknown,
 )
 from hatp.evidence import digest
-from hatp.model import Certainty, Change, EffectPreview, ObservedEffect, Preconditions, Tier
-from hatp.model.effects import MAX_CHANGES
-from hatp.participant import Committed, Operation, Prepared, Refuse, Work, change, observed, preview
+from hatp.model import Preconditions, Tier
+from hatp.participant import Committed, Operation, Prepared, Refuse, Work
+from hatp.writes._effects import observed_write, plan_preview
 from hatp.writes._executor import DryRun, ExecutionStatus, Writes
-from hatp.writes._records import RecordName
 from hatp.writes._steps import WriteOutcome
 from hatp.writes._tables import KeyState
 
 __all__ = ["WriteOperation"]
-
-_log = logging.getLogger(__name__)
-
-#: A state as a plan holds it: each record's columns, or ``None`` for no row.
-_State = Mapping[RecordName, Mapping[str, Any] | None]
 
 
 class WriteOperation(Operation):
@@ -101,10 +92,9 @@ class WriteOperation(Operation):
                 f"plan {plan_id} version {version} cannot be undone ({dry.undo_problem}): "
                 "a compensate-tier branch must be",
             )
-        plan = dry.checked.plan
         return Prepared(
             preconditions=_preconditions(dry),
-            preview=_preview(plan.snapshot, plan.postcondition),
+            preview=plan_preview(dry.checked.plan),
             data={"planId": plan_id, "version": version, "digest": dry.digest},
         )
 
@@ -141,7 +131,7 @@ class WriteOperation(Operation):
         else:
             outcome = self._writes.execute(plan_id, version, origin, origin=origin)
         _check_origin(outcome, origin, f"plan {plan_id} version {version}")
-        return Committed(effect=_effect(outcome), observed=_observed(snapshot, outcome))
+        return Committed(effect=_effect(outcome), observed=observed_write(snapshot, outcome))
 
     def abort(self, work: Work) -> None:
         """Nothing to release: the dry run placed nothing.
@@ -210,81 +200,6 @@ def _preconditions(dry: DryRun) -> Preconditions:
         versions={name: digest({"state": state}) for name, state in dry.live.items()},
         scope=f"write-plan {dry.digest}",
     )
-
-
-def _preview(snapshot: _State, postcondition: _State) -> EffectPreview | None:
-    """Exact: the commit refuses drift from the snapshot and verifies the postcondition."""
-    changes = _changes(snapshot, postcondition)
-    return None if changes is None else preview(Certainty.EXACT, changes)
-
-
-def _observed(snapshot: _State, outcome: WriteOutcome) -> ObservedEffect | None:
-    """From the snapshot the execution checked to the records it left (the key's result)."""
-    after = outcome.result.get("records")
-    if not isinstance(after, Mapping):
-        _log.warning("write key %s holds no records after the write: nothing observed", outcome.key)
-        return None
-    changes = _changes(snapshot, after)
-    return None if changes is None else observed(changes)
-
-
-def _changes(before: _State, after: _State) -> list[Change] | None:
-    """Each record's change, column by column (a change per record when there are more
-    columns than a preview lists); ``None`` if even the records do not fit, which is
-    signed as certainty ``none``."""
-    changed = [
-        record
-        for record in sorted(set(before) | set(after))
-        if _typed(before.get(record)) != _typed(after.get(record))
-    ]
-    try:
-        columns = [c for record in changed for c in _columns(record, before, after)]
-        if len(columns) <= MAX_CHANGES:
-            return columns
-        if len(changed) <= MAX_CHANGES:
-            return [_row(record, before.get(record), after.get(record)) for record in changed]
-    except ValidationError:
-        _log.warning("a write's changes do not fit a preview (a record name too long)")
-        return None
-    _log.info("a write changes %d records, more than a preview lists: none given", len(changed))
-    return None
-
-
-def _columns(record: RecordName, before: _State, after: _State) -> list[Change]:
-    old_row, new_row = before.get(record), after.get(record)
-    kind = _kind(old_row, new_row)
-    # The snapshot's column order (one stored plan at prepare and commit alike), then
-    # a new row's columns by name: the records after are read back from stored JSON.
-    names = list(old_row or {}) + sorted(c for c in new_row or {} if c not in (old_row or {}))
-    changes = []
-    for name in names:
-        old = None if old_row is None else old_row.get(name)
-        new = None if new_row is None else new_row.get(name)
-        if kind != "update" or _typed(old) != _typed(new):
-            changes.append(change(record, kind, field=name, before=old, after=new))
-    return changes
-
-
-def _row(
-    record: RecordName, old: Mapping[str, Any] | None, new: Mapping[str, Any] | None
-) -> Change:
-    return change(
-        record,
-        _kind(old, new),
-        before=None if old is None else dict(old),
-        after=None if new is None else dict(new),
-    )
-
-
-def _kind(old: Mapping[str, Any] | None, new: Mapping[str, Any] | None) -> str:
-    return "create" if old is None else "delete" if new is None else "update"
-
-
-def _typed(value: Any) -> Any:
-    # Equal with their types: a plan's states tell 1 from True, as the records do.
-    if isinstance(value, Mapping):
-        return {name: _typed(v) for name, v in value.items()}
-    return (type(value).__name__, value)
 
 
 def _check_origin(outcome: WriteOutcome, origin: str, what: str) -> None:
