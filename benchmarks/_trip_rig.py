@@ -4,8 +4,8 @@ A :class:`Rig` is one trip world (:mod:`hatp.demo.trip`) with its own stores,
 a decision log and a coordinator with acme's Human Gateway, whose people approve
 at once. Each transaction takes one of the demo airline's economy seats, and a world is
 stocked only when first opened, so every measured batch gets a fresh rig.
-:class:`Backend` says where a rig's stores live; :class:`BareCommit` is the
-one durable commit of the floor, done without hatp. Used by
+:class:`Backend` says where a rig's stores live; :class:`BareCommit` is a
+durable commit of the floor, done without hatp. Used by
 ``benchmarks/coordinator.py``.
 """
 
@@ -189,7 +189,7 @@ class Rig:
 
 
 class BareCommit(Protocol):
-    """One durable commit done without hatp: the floor's only write."""
+    """A durable commit done without hatp: the floor makes one per commit that wrote."""
 
     def commit(self, body: str) -> None: ...
 
@@ -242,19 +242,23 @@ class Backend:
 
     def rig(self, spans: Spans | None = None) -> Rig:
         """Open a fresh world (full seat map, empty ledgers) and a fresh decision log."""
+        folder, tag, urls = self.fresh([LOG, *PARTICIPANT_IDS])
+        return Rig(folder, urls, tag, spans)
+
+    def fresh(self, owners: list[str]) -> tuple[Path, str, dict[str, str]]:
+        """A new folder, its tag, and a new store URL for each of ``owners``."""
         self._rigs += 1
         tag = f"{self.name[:2]}{self._rigs}"
         folder = self.folder / tag
-        owners = [LOG, *PARTICIPANT_IDS]
+        folder.mkdir()
         if self._database_url is None:
-            folder.mkdir()
             urls = {owner: f"sqlite:///{folder / f's{n}.db'}" for n, owner in enumerate(owners)}
         else:
             urls = {
                 owner: _schema_url(self._database_url, f"{tag}_s{n}")
                 for n, owner in enumerate(owners)
             }
-        return Rig(folder, urls, tag, spans)
+        return folder, tag, urls
 
     def bare_commit(self) -> BareCommit:
         if self._database_url is None:

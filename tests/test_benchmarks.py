@@ -6,20 +6,48 @@ import json
 import re
 import subprocess
 import sys
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 BENCHMARKS = Path(__file__).parents[1] / "benchmarks"
 
 
-def quick_run(script: str) -> str:
+def _quick(script: str, *flags: str) -> subprocess.CompletedProcess[str]:
     done = subprocess.run(
-        [sys.executable, str(BENCHMARKS / script), "--quick"],
+        [sys.executable, str(BENCHMARKS / script), "--quick", *flags],
         capture_output=True,
         text=True,
         timeout=300,
     )
     assert done.returncode == 0, done.stderr
-    return done.stdout
+    return done
+
+
+def quick_run(script: str) -> str:
+    """What ``script --quick`` prints."""
+    return _quick(script).stdout
+
+
+def json_run(script: str) -> tuple[dict[str, Any], str]:
+    """``script --quick --json``: the one JSON object on stdout, and the report (stderr)."""
+    done = _quick(script, "--json")
+    return json.loads(done.stdout), done.stderr  # one object, nothing else on stdout
+
+
+def measured(report: dict[str, Any], keys: Sequence[str]) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Each database's figures, ``keys`` all numbers; a PostgreSQL that was skipped says
+    why, its ``keys`` null, and is not yielded."""
+    for name in ("sqlite", "postgresql"):
+        figures = report[name]
+        if name == "postgresql" and "skipped" in figures:
+            assert isinstance(figures["skipped"], str) and figures["skipped"], figures
+            assert all(figures.get(key) is None for key in keys), figures
+            continue
+        for key in keys:
+            value = figures[key]
+            assert isinstance(value, int | float) and not isinstance(value, bool), (key, value)
+        yield name, figures
 
 
 def test_evidence_benchmark_quick_run_prints_every_ratio() -> None:
@@ -32,35 +60,109 @@ def test_coordinator_benchmark_quick_run_prints_the_ratio_to_its_floor() -> None
     """SQLite always; PostgreSQL measured or reported skipped with the reason."""
     out = quick_run("coordinator.py")
     lines = out.splitlines()
-    assert any(line.startswith("sqlite      sequential") and "x " in line for line in lines), out
+    # Per backend: CPU ratio and wall ratio, each with its verdict.
+    sqlite_row = re.compile(r"^sqlite +\d+ .* \d+\.\d+x +(PASS|MISS) .* \d+\.\d+x +(PASS|MISS)$")
+    assert any(sqlite_row.match(line) for line in lines), out
     assert any(line.startswith("postgresql  ") for line in lines), out
-    for text in ("Ed25519 signs", "ratio = ", "where the time goes"):
+    in_flight = re.compile(r"^sqlite +16 in flight .* \d+\.\d+x +>=1\.5x +(PASS|MISS)$")
+    assert any(in_flight.match(line) for line in lines), out
+    for text in ("Ed25519 signs", "cpu ratio = ", "wall ratio = ", "where the time goes"):
         assert text in out, text
-    assert "floor: crypto" in out
-    assert "the protocol's own floor, for context: crypto + the 8 durable commits" in out
     # Commits that wrote are told apart from read-only ones (which flush nothing).
     counts = {
         name: int(match.group(1))
-        for name in ("durable commits", "read-only commits")
-        if (match := re.search(rf"^  {name} +(\d+) ", out, re.MULTILINE))
+        for name in (
+            "Ed25519 signs",
+            "Ed25519 verifies",
+            "digests",
+            "distinct objects",
+            "durable commits",
+            "read-only commits",
+        )
+        if (match := re.search(rf"^  {name} +(\d+)\b", out, re.MULTILINE))
     }
-    assert counts.keys() == {"durable commits", "read-only commits"}, out
+    assert len(counts) == 6, out
     assert counts["durable commits"] >= 8  # the protocol's serial ones alone (design notes)
+    # One canonicalization per distinct object: fewer than the objects signed, verified
+    # and digested (a vote signed by one party is verified by another: one object).
+    evidence = counts["Ed25519 signs"] + counts["Ed25519 verifies"] + counts["digests"]
+    assert 0 < counts["distinct objects"] < evidence, out
+    floor = re.search(
+        r"^the protocol floor of one trip: (\d+) signs \+ (\d+) verifies \+ (\d+) "
+        r"canonicalizations \+ (\d+) durable commits, 8 of them in series",
+        out,
+        re.MULTILINE,
+    )
+    assert floor is not None, out
+    assert [int(n) for n in floor.groups()] == [
+        counts["Ed25519 signs"],
+        counts["Ed25519 verifies"],
+        counts["distinct objects"],
+        counts["durable commits"],
+    ]
+    # A vote wakes its waiter: in process on each store, across processes on PostgreSQL
+    # (LISTEN/NOTIFY); SQLite says it rechecks instead.
+    wake = re.compile(r"^sqlite +the coordinator's process +\d+ +\d+\.\d+ .* (PASS|MISS)$")
+    assert any(wake.match(line) for line in lines), out
+    assert "no notifications: seen at the recheck, every 2 s" in out
+    across = re.compile(r"^postgresql +another process \(NOTIFY\) +\d+ +\d+\.\d+ .* (PASS|MISS)$")
+    assert any(across.match(line) for line in lines) or "postgresql  skipped" in out, out
+
+
+def test_coordinator_benchmark_json_is_one_object_with_the_figures_per_database() -> None:
+    """Numbers for SQLite; for PostgreSQL numbers, or nulls with the reason it was skipped."""
+    report, stderr = json_run("coordinator.py")
+    assert "cpu ratio = " in stderr
+    keys = (
+        "cpu_ms_per_txn",
+        "floor_cpu_ms",
+        "cpu_ratio",
+        "p50_ms",
+        "floor_wall_ms",
+        "wall_ratio",
+        "seq_txn_per_s",
+        "inflight16_txn_per_s",
+        "wake_p50_ms",
+    )
+    for name, figures in measured(report, keys):
+        assert all(figures[key] > 0 for key in keys), figures
+        if name == "postgresql":  # the vote taken by another process, heard by NOTIFY
+            assert figures["wake_across_p50_ms"] > 0 and figures["wake_recheck_s"] is None
+        else:  # no notifications: another process's vote is seen at the recheck
+            assert figures["wake_across_p50_ms"] is None and figures["wake_recheck_s"] == 2.0
+        cpu, wall = figures["cpu_ms_per_txn"], figures["p50_ms"]
+        assert abs(figures["cpu_ratio"] - cpu / figures["floor_cpu_ms"]) < 0.01, figures
+        assert abs(figures["wall_ratio"] - wall / figures["floor_wall_ms"]) < 0.01, figures
 
 
 def test_gate_benchmark_quick_run_prints_its_ratios() -> None:
-    """SQLite always; PostgreSQL when a server answers (CI has one)."""
+    """SQLite always; PostgreSQL when a server answers (CI has one), else skipped with why."""
     out = quick_run("gate.py")
-    assert "check (no store) vs 1 verify" in out
+    lines = out.splitlines()
+    target = r": check \+ use vs the floor .* ratio +\d+\.\d+x +<=1\.5x (PASS|MISS)$"
+    assert any(re.match("^sqlite" + target, line) for line in lines), out
     assert any(
-        line.startswith("sqlite: check + use vs verify + insert") and "ratio" in line
-        for line in out.splitlines()
-    )
-    assert any(  # the floor the rules imply, for context
-        line.startswith("sqlite: check + use vs 2 verifies + insert") and "context" in line
-        for line in out.splitlines()
-    )
-    assert "postgresql:" in out
+        re.match("^postgresql" + target, line) or line.startswith("postgresql: skipped: ")
+        for line in lines
+    ), out
+    for context in ("check (no store) vs 2 verifies + canonicalize", "sqlite: use vs the insert"):
+        assert any(line.startswith(context) and line.endswith("context") for line in lines), out
+    assert "floor = canonicalize the approval + verify the gateway's signature and the" in out
+
+
+def test_gate_benchmark_json_is_one_object_with_the_ratio_per_database() -> None:
+    """Numbers for SQLite; for PostgreSQL numbers, or nulls with the reason it was skipped."""
+    report, stderr = json_run("gate.py")
+    assert "check + use vs the floor" in stderr
+    keys = ("ratio", "hatp_ms", "floor_ms", "hatp_median_ms", "floor_median_ms", "use_ms")
+    for _, figures in measured(report, keys):
+        assert all(figures[key] > 0 for key in (*keys, "insert_ms")), figures
+        ratio = figures["ratio"]
+        assert abs(ratio - figures["hatp_ms"] / figures["floor_ms"]) < 0.01, figures
+        assert figures["target"] == 1.5
+        if abs(ratio - 1.5) > 0.001:  # rounded to 3 places: no verdict check on the edge
+            assert figures["verdict"] == ("PASS" if ratio < 1.5 else "MISS"), figures
+    assert report["sqlite"]["check_ratio"] > 0
 
 
 def test_mcp_benchmark_quick_run_prints_the_overhead_per_branch_and_per_gated_call() -> None:
@@ -83,14 +185,54 @@ def test_mcp_benchmark_quick_run_prints_the_overhead_per_branch_and_per_gated_ca
     assert re.search(r"^a stock client's call again once approved \(p50\): \d+\.\d+ ms", out, re.M)
 
 
-def test_writes_benchmark_quick_run_prints_the_ratio_to_the_bare_write() -> None:
+def test_writes_benchmark_quick_run_prints_the_ratio_to_the_floor() -> None:
     """SQLite always; PostgreSQL measured or reported skipped with the reason."""
     out = quick_run("writes.py")
     lines = out.splitlines()
-    assert any(line.startswith("sqlite ") and "ratio" in line for line in lines), out
-    assert any(line.startswith("postgresql ") for line in lines), out
-    for text in ("bare write", "<=1.5x", "where the time goes", "txn 1:", "outside any"):
+    ratio = r" +execute .* floor .* ratio +\d+\.\d+x +<=1\.5x (PASS|MISS)$"
+    assert any(re.match("^sqlite" + ratio, line) for line in lines), out
+    assert any(
+        re.match("^postgresql" + ratio, line) or line.startswith("postgresql  skipped: ")
+        for line in lines
+    ), out
+    bookkeeping = re.compile(
+        r"^sqlite +bookkeeping -?\d+\.\d+ ms per execute \(bare write \d+\.\d+ ms, .*\) "
+        r"+<=0\.500 ms (PASS|MISS); of it the floor's own -?\d+\.\d+ ms, beyond the "
+        r"floor -?\d+\.\d+ ms"
+    )
+    assert any(bookkeeping.match(line) for line in lines), out
+    for text in (
+        "bookkeeping = best execute - best bare write",
+        "20 corrections: execute",
+        "where the time goes",
+        "txn 1:",
+        "floor txn 2:",
+        "outside any",
+    ):
         assert text in out, text
+
+
+def test_writes_benchmark_json_is_one_object_with_the_ratio_per_database() -> None:
+    """Numbers for SQLite; for PostgreSQL numbers, or nulls with the reason it was skipped."""
+    report, stderr = json_run("writes.py")
+    assert "where the time goes" in stderr
+    positive = ("ratio", "execute_ms", "floor_ms", "bare_write_ms", "ratio_to_bare_write")
+    # Differences: noise may make one negative.
+    signed = ("bookkeeping_ms", "bookkeeping_over_floor_ms", "floor_over_bare_write_ms")
+    targets = {"sqlite": (0.5, "durable"), "postgresql": (1.0, "unflushed")}
+    for name, figures in measured(report, (*positive, *signed)):
+        assert all(figures[key] > 0 for key in positive), figures
+        execute, floor, bare = figures["execute_ms"], figures["floor_ms"], figures["bare_write_ms"]
+        assert abs(figures["ratio"] - execute / floor) < 0.01, figures
+        assert abs(figures["bookkeeping_ms"] - (execute - bare)) < 0.001, figures
+        assert abs(figures["bookkeeping_over_floor_ms"] - (execute - floor)) < 0.001, figures
+        assert abs(figures["floor_over_bare_write_ms"] - (floor - bare)) < 0.001, figures
+        assert (figures["bookkeeping_target_ms"], figures["reservation_commit"]) == targets[name]
+        assert figures["verdict"] in ("PASS", "MISS")
+        bookkeeping, target = figures["bookkeeping_ms"], targets[name][0]
+        if abs(bookkeeping - target) > 0.001:  # rounded: no verdict check on the edge
+            expected = "PASS" if bookkeeping < target else "MISS"
+            assert figures["bookkeeping_verdict"] == expected, figures
 
 
 def test_cli_benchmark_quick_run_prints_every_command_against_the_bare_start() -> None:

@@ -8,6 +8,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
 
 from gateway.people import (
     DECIDE_BY,
@@ -526,3 +527,70 @@ def refused(reason: str) -> Iterator[None]:
 async def _until(condition: Callable[[], bool]) -> None:
     """Let other tasks and the store's workers run until ``condition`` holds (bounded)."""
     await until(condition)
+
+
+def test_a_long_poll_hears_at_once_a_vote_another_gateway_took_on_postgresql_GW_LISTEN(
+    world: World,
+) -> None:
+    """[GW-LISTEN] two gateway processes on one store, the poller's loop running: on
+    PostgreSQL the taker's commit is announced (NOTIFY) and the poller, listening, wakes its
+    long poll with the clock not moved at all; on SQLite there is nothing to hear, and the
+    poll answers at its recheck."""
+
+    async def body(w: World) -> None:
+        taker = w.gateway
+        poller = w.restart(recheck_seconds=5.0)
+        poller.start()
+        try:
+            postgres = w.stores[-1].dialect == "postgresql"
+            await _until(lambda: poller.listening == postgres)
+            pending = await poller.ask(request())
+            poll = asyncio.create_task(poller.poll(pending["askId"], wait_seconds=600))
+            await _until(lambda: w.clock.sleepers > 0)
+            await taker.submit_vote(pending["askId"], vote(w.inbox("alice")[0]))
+            if not postgres:
+                await _until(lambda: w.clock.sleepers > 0)
+                assert not poll.done()
+                w.clock.advance(5)
+            await _until(poll.done)
+            assert poll.result()["decision"] == "approve"
+            assert poller.listen_failures == 0
+        finally:
+            await poller.stop()
+
+    run(world, body)
+
+
+def test_a_listener_whose_connection_is_killed_listens_again_and_counts_it_GW_LISTEN(
+    world: World,
+) -> None:
+    """[GW-LISTEN] the server ends the listening session (pg_terminate_backend): the failure
+    is counted and logged, and the gateway listens again and hears the next vote."""
+    if world.stores[-1].dialect != "postgresql":
+        pytest.skip("only PostgreSQL announces ask writes")
+
+    async def body(w: World) -> None:
+        taker = w.gateway
+        poller = w.restart(recheck_seconds=5.0)
+        poller.start()
+        try:
+            await _until(lambda: poller.listening)
+            with w.stores[-1].transaction() as conn:
+                conn.execute(
+                    sa.text(
+                        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                        "WHERE query = 'LISTEN hatp_ask' AND pid <> pg_backend_pid()"
+                    )
+                )
+            await _until(lambda: poller.listen_failures == 1)
+            await _until(lambda: poller.listening)  # after a backoff of half a second
+            pending = await poller.ask(request())
+            poll = asyncio.create_task(poller.poll(pending["askId"], wait_seconds=600))
+            await _until(lambda: w.clock.sleepers > 0)
+            await taker.submit_vote(pending["askId"], vote(w.inbox("alice")[0]))
+            await _until(poll.done)
+            assert poll.result()["decision"] == "approve"
+        finally:
+            await poller.stop()
+
+    run(world, body)

@@ -75,6 +75,7 @@ def test_a_committed_and_an_aborted_trip_are_counted_with_their_phases(serve: An
         assert value(found, "hatp_txn_phase_seconds_count", phase=phase) == 2, phase
     assert value(found, "hatp_asks_open", kind="approval") == 0
     assert value(found, "hatp_asks_oldest_open_seconds") == 0
+    assert value(found, "hatp_gateway_listen_failures_total") == 0  # [GW-LISTEN]
     route = "/coordinator/txns/{txnId}"
     assert value(found, "hatp_http_requests_total", method="GET", route=route, status="200") == 2
     begun = value(

@@ -52,7 +52,7 @@ from hatp.gateway._responses import (
 from hatp.gateway._results import approval_result, of_kind, question_result
 from hatp.gateway._routing import Routed, resolve_question, route, route_call
 from hatp.model import CALL_GROUP, HumanCard
-from hatp.store import AskKind, AskRow, AskState, AskStore, PasskeyBook
+from hatp.store import AskChanges, AskKind, AskRow, AskState, AskStore, PasskeyBook
 
 if TYPE_CHECKING:
     from hatp.coordinator import ApprovalRequest
@@ -133,6 +133,10 @@ class HumanGateway:
         self._lane = asks.store.lane()
         self._waiters: dict[str, list[asyncio.Future[None]]] = {}
         self._changed = asyncio.Event()
+        # Other processes' writes to the asks, heard at once on PostgreSQL [GW-LISTEN].
+        self._listener = (
+            AskChanges(asks.store, self._heard) if AskChanges.available(asks.store) else None
+        )
         self._loop: asyncio.Task[None] | None = None
         self._stop = asyncio.Event()
         #: Errors channels raised while delivering or withdrawing (the ask goes on:
@@ -547,19 +551,45 @@ class HumanGateway:
 
     async def run_until(self, stop: asyncio.Event) -> None:
         """Tick whenever an ask falls due, until ``stop`` is set. A store that fails
-        is tried again after :data:`STORE_RETRY_SECONDS` (or a change), not given up on."""
-        while not stop.is_set():
-            self._changed.clear()
-            try:
-                await self.tick()
-                due = await self._stored(self._asks.next_due)
-            except StoreUnavailable as error:
-                _log.warning("gateway %s: its loop could not reach the store: %s", self._id, error)
-                due = self._clock.now() + timedelta(seconds=STORE_RETRY_SECONDS)
-            waits: list[Awaitable[Any]] = [stop.wait(), self._changed.wait()]
-            if due is not None:
-                waits.append(self._clock.sleep_until(due))
-            await first_of(*waits)
+        is tried again after :data:`STORE_RETRY_SECONDS` (or a change), not given up on.
+
+        On PostgreSQL it also listens, meanwhile, for the asks other processes
+        write, and wakes this gateway's long polls on them at once [GW-LISTEN].
+        """
+        listening = (
+            None if self._listener is None else asyncio.create_task(self._listener.run(stop))
+        )
+        try:
+            while not stop.is_set():
+                self._changed.clear()
+                try:
+                    await self.tick()
+                    due = await self._stored(self._asks.next_due)
+                except StoreUnavailable as error:
+                    _log.warning(
+                        "gateway %s: its loop could not reach the store: %s", self._id, error
+                    )
+                    due = self._clock.now() + timedelta(seconds=STORE_RETRY_SECONDS)
+                waits: list[Awaitable[Any]] = [stop.wait(), self._changed.wait()]
+                if due is not None:
+                    waits.append(self._clock.sleep_until(due))
+                await first_of(*waits)
+        finally:
+            if listening is not None:
+                listening.cancel()
+                await asyncio.gather(listening, return_exceptions=True)
+
+    @property
+    def listening(self) -> bool:
+        """Whether this gateway hears other processes' ask writes now (its loop running
+        on PostgreSQL) [GW-LISTEN]."""
+        return self._listener is not None and self._listener.listening
+
+    @property
+    def listen_failures(self) -> int:
+        """How many times listening for other processes' ask writes failed (PostgreSQL;
+        0 elsewhere) [GW-LISTEN]."""
+        return 0 if self._listener is None else self._listener.failures
 
     def start(self) -> None:
         """Run :meth:`run_until` in the background until :meth:`stop`."""
@@ -808,10 +838,20 @@ class HumanGateway:
             self._notify(row.ask_id)
 
     def _notify(self, ask_id: str) -> None:
+        self._wake(ask_id)
+        self._changed.set()
+
+    def _wake(self, ask_id: str) -> None:
+        """Wake the long polls waiting on ``ask_id``: each reads the ask again."""
         for future in self._waiters.pop(ask_id, []):
             if not future.done():
                 future.set_result(None)
-        self._changed.set()
+
+    def _heard(self, ask_id: str | None) -> None:
+        """Another process wrote ask ``ask_id`` (``None``: any ask, unheard) [GW-LISTEN].
+        The loop is not woken: that process acts on what it wrote."""
+        for waited in list(self._waiters) if ask_id is None else [ask_id]:
+            self._wake(waited)
 
     def _signed_card(self, card: HumanCard) -> dict[str, Any]:
         """The card as the directory signed it."""

@@ -162,6 +162,8 @@ class ServeMetrics:
         )
         if recovery is not None:
             r.register(_RecoveryCollector(recovery))
+        if gateway is not None:
+            r.register(_ListenCollector(gateway))
 
     def txn_changed(self, txn_id: str, state: TxnState, at: datetime) -> None:
         """Count a transaction's change of state, and time its phases
@@ -278,6 +280,22 @@ class _RecoveryCollector:
             "hatp_recovery_failures",
             "Recovery turns or takeovers that failed",
             value=stats.failures,
+        )
+
+
+class _ListenCollector:
+    """``hatp_gateway_listen_failures_total``, read from
+    :attr:`HumanGateway.listen_failures` at each scrape [GW-LISTEN]."""
+
+    def __init__(self, gateway: HumanGateway) -> None:
+        self._gateway = gateway
+
+    def collect(self) -> Iterator[Metric]:
+        yield CounterMetricFamily(
+            "hatp_gateway_listen_failures",
+            "Times listening for other processes' ask writes failed (PostgreSQL); until it "
+            "listens again, a vote taken elsewhere is seen at the next recheck",
+            value=self._gateway.listen_failures,
         )
 
 

@@ -10,7 +10,8 @@ leases, epochs and rejection receipts; :class:`PasskeyBook` the gateway's
 spent passkey nonces and each passkey's sign count; :class:`WebBook` the
 approver page's sign-in challenges, sessions and passkey invitations;
 :class:`GateAsks` the asks a tool server made of the gateway itself, for
-calls that came without an approval (one open ask per call and requester).
+calls that came without an approval (one open ask per call and requester);
+:class:`AskChanges` hears, on PostgreSQL, the asks other processes write.
 Each database records its schema revision: :func:`open_store` creates a
 fresh one and refuses one behind (:func:`upgrade_store`, ``hatp db upgrade``,
 brings it up; :func:`schema_status` reports it). Async code calls a store
@@ -20,6 +21,7 @@ The durability rules are in ``docs/spec.md`` ([STORE-DURABLE] and after).
 
 from hatp.store._asks import AskKind, AskRow, AskState, AskStore
 from hatp.store._branches import BranchRow, BranchStore
+from hatp.store._changes import AskChanges
 from hatp.store._engine import Store, open_store, schema_status, upgrade_store
 from hatp.store._gate_asks import GateAsk, GateAsks
 from hatp.store._leases import LeaseBook, LeaseRow, LeaseStatus
@@ -32,6 +34,7 @@ from hatp.store._used import UsedApproval, UsedApprovals, UseOutcome
 from hatp.store._web import ChallengePurpose, WebBook, WebInvite, WebSession, token_digest
 
 __all__ = [
+    "AskChanges",
     "AskKind",
     "AskRow",
     "AskState",

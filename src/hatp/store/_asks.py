@@ -21,6 +21,7 @@ import sqlalchemy as sa
 from sqlalchemy import Connection
 
 from hatp.errors import AskConflict, AskUnknown
+from hatp.store._changes import announce
 from hatp.store._engine import Store, insert_or_ignore
 from hatp.store._schema import AnyRow, ask, dump_json, from_ms, load_json, to_ms
 
@@ -114,6 +115,7 @@ class AskStore:
         with self._store.transaction() as conn:
             conn.execute(insert_or_ignore(conn.dialect.name, ask), values)
             found = conn.execute(_BY_SUBJECT, _subject(row)).first()
+            announce(conn, row.ask_id)
         if found is None:
             raise AskConflict(
                 f"ask id {row.ask_id} is already used for another ask; choose a new id",
@@ -184,8 +186,10 @@ class AskStore:
             won = conn.execute(_UPDATE, params).first()
             if won is None:
                 current = conn.execute(_GET, {"ask_id": row.ask_id}).first()
-            elif also is not None:
-                also(conn)
+            else:
+                if also is not None:
+                    also(conn)
+                announce(conn, row.ask_id)  # other processes' waiters wake at the commit
         if won is not None:
             return replace(row, version=row.version + 1)
         if current is None:

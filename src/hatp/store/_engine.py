@@ -216,9 +216,10 @@ class Store:
             conn.close()
 
     def close(self) -> None:
-        """Close every pooled connection and let the worker threads end. The store
-        must not be used afterwards."""
-        self._workers.close()
+        """Let the worker threads end (waiting up to ``limits.call_seconds`` for a call
+        still running, whose caller may have given up on it), then close every pooled
+        connection. The store must not be used afterwards."""
+        self._workers.close(self.limits.call_seconds)
         self._engine.dispose()
 
     def _advice(self) -> str:

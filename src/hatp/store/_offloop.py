@@ -22,6 +22,7 @@ import logging
 import math
 import queue
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -188,12 +189,19 @@ class Workers:
             if not done.done() or done.cancelled():
                 call.abandoned = True
 
-    def close(self) -> None:
-        """Let the workers end once the calls queued so far are done (or given up)."""
+    def close(self, wait_seconds: float = 0.0) -> None:
+        """Let the workers end once the calls queued so far are done (or given up), and
+        wait up to ``wait_seconds`` for them to: a call whose caller gave up on it may
+        still hold a connection, which must be back before the pool is disposed."""
         with self._lock:
             self._closed = True
-            for _ in self._threads:
+            threads = list(self._threads)
+            for _ in threads:
                 self._jobs.put(None)
+        deadline = time.monotonic() + wait_seconds
+        for thread in threads:
+            if thread is not threading.current_thread():
+                thread.join(max(0.0, deadline - time.monotonic()))
 
     def _submit(self, job: Callable[[], None]) -> None:
         with self._lock:
