@@ -83,6 +83,11 @@ def test_auto_chooses_approval_first_for_a_chain_of_two_15_minute_slas_COORD_MOD
     # quoted too, so that people approve each step's price and preview.
     branches = [b["branchId"] for b in plan["branches"]]
     assert [q["branchId"] for q in mode["quotes"]] == branches
+    # Kept as the participants signed them, never re-serialized from the parsed model:
+    # whole seconds stay integers (a float sends the event down canonicalize's slow path).
+    held = [q for q in mode["quotes"] if q["leaseSeconds"] is not None]
+    assert len(held) == 2
+    assert all(type(q["leaseSeconds"]) is int and type(q["holdSeconds"]) is int for q in held)
     kinds = types(outcome.record)
     first_prepare = kinds.index("txn.prepared")
     assert kinds.index("txn.mode") < kinds.index("txn.terms") < kinds.index("txn.pending")

@@ -36,6 +36,9 @@ from hatp.participant import Participant
 
 __all__ = ["ModeChoice", "ModeChooser", "choose_mode"]
 
+#: Quotes by branch id: each parsed, and as its participant signed it.
+_Signed = dict[str, tuple[Quote, dict[str, Any]]]
+
 _log = logging.getLogger(__name__)
 
 
@@ -106,10 +109,11 @@ class ModeChooser:
             if requested is Mode.AUTO:
                 body["basis"] = "previews"
             return await self._approval_first(run, body, {})
-        quotes, problem = await self._quotes(run, holds)
-        if quotes is None:
+        signed, problem = await self._quotes(run, holds)
+        if signed is None:
             return None, problem
-        body["quotes"] = [q.to_wire() for q in quotes.values()]
+        body["quotes"] = [wire for _, wire in signed.values()]
+        quotes = {bid: quote for bid, (quote, _) in signed.items()}
         estimates, problem = await self._estimates(run, decide_by)
         if estimates is None:
             return None, problem
@@ -126,29 +130,30 @@ class ModeChooser:
             basis=basis,
         )
         if chosen is Mode.APPROVAL_FIRST:
-            return await self._approval_first(run, body, quotes)
+            return await self._approval_first(run, body, signed)
         return ModeChoice(chosen, body, quotes), ""
 
     async def _approval_first(
-        self, run: TxnRun, body: dict[str, Any], quotes: dict[str, Quote]
+        self, run: TxnRun, body: dict[str, Any], signed: _Signed
     ) -> tuple[ModeChoice | None, str]:
         """Approval-first: quote every branch not quoted yet, so that people approve
         each step's price and preview before anything is prepared [COORD-QUOTE]."""
-        rest = [b for b in run.plan.branches if b.branch_id not in quotes]
+        rest = [b for b in run.plan.branches if b.branch_id not in signed]
         more, problem = await self._quotes(run, rest)
         if more is None:
             return None, problem
-        quotes = {b.branch_id: (quotes | more)[b.branch_id] for b in run.plan.branches}
-        body["quotes"] = [q.to_wire() for q in quotes.values()]
+        every = [(signed | more)[b.branch_id] for b in run.plan.branches]
+        body["quotes"] = [wire for _, wire in every]
+        quotes = {quote.branch_id: quote for quote, _ in every}
         return ModeChoice(Mode.APPROVAL_FIRST, body, quotes), ""
 
-    async def _quotes(
-        self, run: TxnRun, branches: list[Branch]
-    ) -> tuple[dict[str, Quote] | None, str]:
+    async def _quotes(self, run: TxnRun, branches: list[Branch]) -> tuple[_Signed | None, str]:
+        """Each branch's quote, checked, and as its participant signed it (what the record
+        keeps: never a re-serialization of what was parsed)."""
         answers = await asyncio.gather(
             *(self._quote(run, branch) for branch in branches), return_exceptions=True
         )
-        quotes: dict[str, Quote] = {}
+        quotes: _Signed = {}
         for branch, answer in zip(branches, answers, strict=True):
             if isinstance(answer, StaleFence):
                 raise answer
@@ -164,7 +169,7 @@ class ModeChooser:
             )
             if problem is not None or parsed is None:
                 return None, f"{branch.branch_id}: the quote does not count: {problem}"
-            quotes[branch.branch_id] = parsed
+            quotes[branch.branch_id] = (parsed, answer)
         return quotes, ""
 
     async def _quote(self, run: TxnRun, branch: Branch) -> dict[str, Any]:

@@ -121,7 +121,9 @@ class RecordWriter:
         }
         refuse_unreadable(unsigned, _EVENT_DEPTH)
         try:
-            RecordEvent.model_validate({**unsigned, "signature": _PLACEHOLDER})
+            # The envelope only: the body was just checked, whole, by refuse_unreadable
+            # (all the event model checks of it), and is walked once more to sign it.
+            RecordEvent.model_validate({**unsigned, "body": {}, "signature": _PLACEHOLDER})
         except ValueError as exc:
             raise RecordInvalid(f"cannot append {event_type!r}: {exc}") from None
         event = sign(unsigned, signer)
