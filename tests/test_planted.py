@@ -27,6 +27,7 @@ from txn_records import (
     TxnBuilder,
     approval_first_trip,
     committed_trip,
+    hold_preview,
     holds_first_trip,
     lapsed_trip,
     price_changed_trip,
@@ -61,6 +62,16 @@ def _approval_first_before_terms() -> object:
     return record
 
 
+def _sparse_preview_stated_whole() -> object:
+    """A participant signs its preview leaving its null members out (another
+    implementation may); the terms state the same preview with them written null. They
+    say the same: [TXN-PREVIEW] compares previews, not their spellings."""
+    whole = hold_preview("flight")
+    sparse = {key: value for key, value in whole.items() if value is not None}
+    sparse["changes"] = [{k: v for k, v in c.items() if v is not None} for c in whole["changes"]]
+    return holds_first_trip(previewed={"flight": sparse}, misstated={"flight": whole})
+
+
 @pytest.mark.parametrize(
     "build",
     [
@@ -79,6 +90,7 @@ def _approval_first_before_terms() -> object:
         lambda: approval_first_trip(mode="auto", group_policy={"final": "bounded"}),
         lambda: approval_first_trip(stated=False),
         _approval_first_before_terms,
+        _sparse_preview_stated_whole,
     ],
 )
 def test_the_honest_transaction_records_pass_every_rule(build: Callable[[], object]) -> None:
