@@ -88,8 +88,22 @@ class WebServed:
         return trip_plan(txn_id, decide_by=self.clock.now() + timedelta(minutes=15), **options)
 
     async def finished(self) -> list[Outcome]:
-        """Wait for every transaction begun over HTTP to end; return their outcomes."""
-        return list(await asyncio.gather(*self.app.state.hatp_coordinator.running()))
+        """Wait for every transaction begun over HTTP to end; return their outcomes,
+        those that ended before this was called included."""
+        return list(await asyncio.gather(*self.begun))
+
+    def __post_init__(self) -> None:
+        # Every transaction's task as the coordinator begins it: the API forgets a task
+        # once it ends, which may be before a test asks for its outcome.
+        self.begun: list[asyncio.Task[Outcome]] = []
+        begin = self.coordinator.begin
+
+        async def begin_noted(plan: Any) -> asyncio.Task[Outcome]:
+            task = await begin(plan)
+            self.begun.append(task)
+            return task
+
+        self.coordinator.begin = begin_noted  # type: ignore[method-assign]
 
 
 async def enrol(served: WebServed, http: httpx2.AsyncClient, human: str) -> SoftwareAuthenticator:
