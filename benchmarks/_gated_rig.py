@@ -42,6 +42,7 @@ from mcp.server.mcpserver import MCPServer
 
 from hatp._sockets import listening
 from hatp.clock import SystemClock
+from hatp.demo._mcp_process import end_process
 from hatp.demo._mcp_server import READY, serve_http
 from hatp.demo.gated import AGENT, payments_gate
 from hatp.demo.gated_serve import charger
@@ -138,16 +139,8 @@ class GatedRig:
     async def stop(self) -> None:
         """Close its stdin so it exits; kill it if it has not after a few seconds."""
         process, self._process = self._process, None
-        if process is None:
-            return
-        if process.returncode is None:
-            if process.stdin is not None:
-                process.stdin.close()
-            try:
-                await asyncio.wait_for(process.wait(), 5.0)
-            except TimeoutError:
-                process.kill()
-                await process.wait()
+        if process is not None:
+            await end_process(process)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -37,6 +37,7 @@ from _trip_rig import ECONOMY, Backend
 from hatp.clock import SystemClock
 from hatp.demo.trip import CARD, GATEWAY, PARTICIPANT_IDS, TripWorld, trip_plan
 from hatp.gateway import HumanGateway, MemoryChannel, Notice, sign_vote
+from hatp.gateway._notices import notice as notice_of
 from hatp.model import TxnState
 from hatp.store import AskRow, AskState, AskStore, DecisionLog, open_store
 
@@ -79,20 +80,6 @@ class WakeupResult:
 
     where: str
     samples: list[float]
-
-
-def _payload(row: AskRow, human: str) -> dict[str, Any]:
-    """The payload of the notice ``human`` was sent for ``row`` (what a vote signs)."""
-    payload = {
-        "askId": row.ask_id,
-        "txnId": row.txn_id,
-        "planDigest": row.plan_digest,
-        "groupId": row.group_id,
-        "human": human,
-    }
-    if row.doc.get("termsDigest") is not None:
-        payload["termsDigest"] = row.doc["termsDigest"]
-    return payload
 
 
 class _Coordinating:
@@ -248,8 +235,10 @@ async def _vote_from_stdin(folder: Path, asks_url: str) -> None:
         while line := await asyncio.to_thread(sys.stdin.readline):
             asked = json.loads(line)
             row = await asks.store.call(asks.get, asked["askId"])
+            entry = next(p for p in row.doc["people"] if p["id"] == asked["human"])
+            payload = notice_of(row, entry).payload  # what the person was sent, to sign
             key = world.people[asked["human"]]
-            vote = sign_vote(key, _payload(row, asked["human"]), "approve", clock.now())
+            vote = sign_vote(key, payload, "approve", clock.now())
             await gateway.submit_vote(asked["askId"], vote)
             print(repr(asks.decided_at[asked["askId"]]), flush=True)
     finally:

@@ -25,7 +25,14 @@ from hatp.demo._mcp_server import READY
 from hatp.errors import ParticipantUnavailable
 from hatp.mcp._wire import EXTENSION_ID
 
-__all__ = ["START_SECONDS", "HttpServer", "log_file", "server_command", "stdio_client_for"]
+__all__ = [
+    "START_SECONDS",
+    "HttpServer",
+    "end_process",
+    "log_file",
+    "server_command",
+    "stdio_client_for",
+]
 
 #: How long a server process may take to start (it imports the SDK and opens the world).
 START_SECONDS = 30.0
@@ -146,17 +153,24 @@ class HttpServer:
         process = self._process
         if process is None:
             return
-        if process.returncode is None:
-            if process.stdin is not None:
-                process.stdin.close()
-            try:
-                await asyncio.wait_for(process.wait(), 5.0)
-            except TimeoutError:
-                process.kill()
-                await process.wait()
+        await end_process(process)
         self._close_pipes()
         self._process = None
 
     def _close_pipes(self) -> None:
         if self._process is not None and self._process.stdin is not None:
             self._process.stdin.close()
+
+
+async def end_process(process: asyncio.subprocess.Process) -> None:
+    """Close a child server's stdin so it exits; kill it if it has not after a few
+    seconds, and reap it."""
+    if process.returncode is not None:
+        return
+    if process.stdin is not None:
+        process.stdin.close()
+    try:
+        await asyncio.wait_for(process.wait(), 5.0)
+    except TimeoutError:
+        process.kill()
+        await process.wait()

@@ -296,14 +296,10 @@ def _terms_problems(txn: Txn, plan: Plan) -> list[tuple[int, str]]:
         return [(where, f"holds-first, with {len(found)} txn.terms events, not one")]
     terms_event = found[0]
     at, name = terms_event.position, terms_event.name
-    out: list[tuple[int, str]] = []
-    terms = terms_event.get("terms")
-    try:
-        parsed = HoldTerms.model_validate(terms)
-    except ValidationError as exc:
-        return [(at, f"{name} carries no HoldTerms: {exc.errors()[0]['msg']}")]
+    parsed, out = _read_terms(txn, terms_event)
+    if parsed is None:
+        return out
     stated = terms_event.get("termsDigest")
-    out.extend(_digest_problems(txn, terms_event, parsed))
     voted = {e.branch for e in txn.events[:at] if e.type == TxnEvent.PREPARED}
     for branch in plan.branches:
         if branch.branch_id not in voted:
@@ -376,13 +372,10 @@ def _quoted_terms_problems(txn: Txn, plan: Plan) -> list[tuple[int, str]]:
         return [(found[1].position, f"approval-first, with {len(found)} txn.terms events")]
     terms_event = found[0]
     at, name = terms_event.position, terms_event.name
-    terms = terms_event.get("terms")
-    try:
-        parsed = HoldTerms.model_validate(terms)
-    except ValidationError as exc:
-        return [(at, f"{name} carries no HoldTerms: {exc.errors()[0]['msg']}")]
+    parsed, out = _read_terms(txn, terms_event)
+    if parsed is None:
+        return out
     stated = terms_event.get("termsDigest")
-    out = _digest_problems(txn, terms_event, parsed)
     if parsed.holds:
         out.append((at, f"{name} states holds, but approval-first places none before approval"))
     for event in txn.of(TxnEvent.PENDING, TxnEvent.APPROVAL, TxnEvent.PREPARED):
@@ -396,13 +389,21 @@ def _quoted_terms_problems(txn: Txn, plan: Plan) -> list[tuple[int, str]]:
     return out
 
 
-def _digest_problems(txn: Txn, terms_event: Event, parsed: HoldTerms) -> list[tuple[int, str]]:
-    """Why the terms event's ``termsDigest`` is not the digest of its terms of this plan."""
+def _read_terms(txn: Txn, terms_event: Event) -> tuple[HoldTerms | None, list[tuple[int, str]]]:
+    """The terms event's HoldTerms (``None`` when it carries none), and the problems
+    with it: no HoldTerms, or a ``termsDigest`` that is not the digest of its terms of
+    this plan."""
+    at, name = terms_event.position, terms_event.name
+    terms = terms_event.get("terms")
+    try:
+        parsed = HoldTerms.model_validate(terms)
+    except ValidationError as exc:
+        return None, [(at, f"{name} carries no HoldTerms: {exc.errors()[0]['msg']}")]
     stated = terms_event.get("termsDigest")
-    if stated == digest(terms_event.get("terms")) and parsed.plan_digest == txn.plan_digest:
-        return []
+    if stated == digest(terms) and parsed.plan_digest == txn.plan_digest:
+        return parsed, []
     said = f"termsDigest {stated!r} is not the digest of its terms of this plan"
-    return [(terms_event.position, f"{terms_event.name}: {said}")]
+    return parsed, [(at, f"{name}: {said}")]
 
 
 def _deadline_before(txn: Txn, plan: Plan, position: int) -> datetime:
