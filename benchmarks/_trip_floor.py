@@ -1,17 +1,18 @@
 """What one committed trip does, counted, and the protocol floor it implies, redone bare.
 
 :func:`take_census` runs one transaction on a :class:`~_trip_rig.Rig` with a
-profile hook in every thread and SQLAlchemy events on every engine, and counts
+profile hook in every thread and a count of every store's statements at the
+driver, and counts
 what it did (:class:`Census`). :class:`Floor` is the work the protocol itself
 requires of that transaction, ready to redo without hatp:
 
 - the same Ed25519 signs and verifies, on the same bytes, by the same keys;
 - one canonicalization per distinct object signed or digested. Objects are
-  told apart by their canonical bytes: every value :func:`hatp.evidence.canonicalize`
-  returned to ``sign``, ``verify`` or ``digest``, and every already-canonical
-  text given to ``digest_bytes`` directly, is collected, and equal bytes count
-  once. So a vote one party signs and another verifies, or an event signed and
-  then digested into the chain unchanged, is one canonicalization, as a party
+  told apart by their canonical bytes: every message signed or verified and
+  every text digested (the canonical form of an object, whether canonicalized
+  there or kept from before) is collected, and equal bytes count once. So a
+  vote one party signs and another verifies, or an event signed and then
+  digested into the chain unchanged, is one canonicalization, as a party
   keeping the bytes would need. Canonicalizations for anything else (the stores'
   JSON columns, JSON checks) are not in the floor;
 - the durable commits that wrote, by store, of which :data:`SERIAL_COMMITS`
@@ -26,20 +27,20 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import sqlite3
 import statistics
 import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any
 
 import orjson
-import sqlalchemy as sa
+import psycopg
 from sqlalchemy import event
-from sqlalchemy.engine import Engine
 
 from _trip_rig import BareCommit, Rig
 from hatp.evidence import (
@@ -52,6 +53,8 @@ from hatp.evidence import (
     sign,
     verify,
 )
+from hatp.evidence._canonical import canonical_plain, plain_bytes
+from hatp.store import Store
 
 #: The durable commits one committed trip makes one after another by the protocol's
 #: own rules, whatever the code: the plan logged; the ask stored, then the vote on it
@@ -86,6 +89,10 @@ class Census:
 
 _COUNTED = {
     canonicalize.__code__: "canonicalize",
+    # The signer's and the record writer's own canonical forms (one walk for both
+    # the bytes and the read-back check), counted as the canonicalizations they are.
+    canonical_plain.__code__: "canonicalize",
+    plain_bytes.__code__: "canonicalize",
     digest.__code__: "digests",
     digest_bytes.__code__: "digest_bytes",
     SigningKey.sign_bytes.__code__: "sign",
@@ -95,7 +102,6 @@ _COUNTED = {
 }
 # Who canonicalizes to sign, verify or digest: the bytes it gets back are evidence.
 _FOR_EVIDENCE = frozenset({sign.__code__, verify.__code__, digest.__code__})
-_WROTE = "hatp-bench-wrote"
 _WRITES = frozenset({"INSERT", "UPDATE", "DELETE"})
 
 
@@ -126,11 +132,14 @@ def take_census(rig: Rig) -> Census:
             elif name in ("sign", "verify"):
                 found = (frame.f_locals["self"].kid, bytes(frame.f_locals["message"]))
                 (census.signs if name == "sign" else census.verifies).append(found)
+                # The bytes signed or verified are an object's canonical form, however
+                # the caller came by them (canonicalized now, or kept from before).
+                census.evidence[found[1]] = None
             elif name == "canonicalize":
                 census.canonical_by[caller_code.co_name if caller_code else "?"] += 1
             elif name == "digest_bytes":
+                census.evidence[bytes(frame.f_locals["data"])] = None
                 if caller_code is not digest.__code__:  # a stored canonical text, digested
-                    census.evidence[bytes(frame.f_locals["data"])] = None
                     census.evidence_calls += 1
             elif name == "deepcopy":
                 if caller_code is None or caller_code.co_filename != copy_module:
@@ -138,29 +147,9 @@ def take_census(rig: Rig) -> Census:
             else:
                 census.calls[name] += 1
 
-    owners = {store.url: owner for owner, store in rig.stores.items()}
-
-    def on_commit(conn: sa.Connection) -> None:
-        with lock:
-            if conn.info.pop(_WROTE, False):
-                owner = owners.get(_url(conn.engine), "other")
-                census.commits[owner] += 1
-                census.commit_order.append(owner)
-            else:
-                census.reads += 1
-
-    def on_statement(conn: sa.Connection, _cursor: Any, statement: str, *_: Any) -> None:
-        with lock:
-            census.statements[owners.get(_url(conn.engine), "other")] += 1
-        if statement.lstrip()[:6].upper() in _WRITES:
-            conn.info[_WROTE] = True
-
-    def on_rollback(conn: sa.Connection) -> None:
-        conn.info.pop(_WROTE, None)
-
-    event.listen(Engine, "commit", on_commit)
-    event.listen(Engine, "before_cursor_execute", on_statement)
-    event.listen(Engine, "rollback", on_rollback)
+    database = _DatabaseCount(census, lock)
+    for owner, store in rig.stores.items():
+        database.watch(owner, store)
     threading.setprofile(hook)  # the event loop's worker threads start in asyncio.run
     sys.setprofile(hook)
     try:
@@ -168,15 +157,110 @@ def take_census(rig: Rig) -> Census:
     finally:
         sys.setprofile(None)
         threading.setprofile(None)
-        event.remove(Engine, "commit", on_commit)
-        event.remove(Engine, "before_cursor_execute", on_statement)
-        event.remove(Engine, "rollback", on_rollback)
+        database.stop()
     census.record = outcome.record
     return census
 
 
-def _url(engine: Engine) -> str:
-    return engine.url.render_as_string(hide_password=False)
+class _DatabaseCount:
+    """Statements and commits, by store, counted at the driver: hatp runs its hot
+    statements on the DB-API cursor (hatp.store._driver), below SQLAlchemy's events.
+
+    A pool checkout tells which store a DB-API connection belongs to. On SQLite
+    the connection's trace callback sees every statement it runs (``BEGIN
+    IMMEDIATE`` and ``COMMIT`` among them); on PostgreSQL, while a connection is
+    checked out, its class and cursor factory are swapped for ones that count
+    ``execute``, ``executemany``, ``commit`` and ``rollback`` (psycopg sends
+    ``BEGIN`` itself, uncounted). The store worker threads started before the
+    census, so the profile hook cannot see them. A commit after an ``INSERT``,
+    ``UPDATE`` or ``DELETE`` wrote; any other is a read.
+    """
+
+    def __init__(self, census: Census, lock: threading.Lock) -> None:
+        self._census = census
+        self._lock = lock
+        self._owner: dict[int, str] = {}  # id of a checked-out DB-API connection -> owner
+        self._wrote: set[int] = set()
+        self._listening: list[tuple[Any, str, Any]] = []
+
+    def watch(self, owner: str, store: Store) -> None:
+        pool = store._engine.pool  # the benchmark counts below the store
+
+        def checkout(dbapi: Any, _record: Any, _proxy: Any) -> None:
+            with self._lock:
+                self._owner[id(dbapi)] = owner
+            if isinstance(dbapi, sqlite3.Connection):
+                dbapi.set_trace_callback(lambda sql: self._statement(id(dbapi), sql))
+            elif isinstance(dbapi, psycopg.Connection):
+                _CountedConnection.count = self._statement
+                dbapi.__class__ = _CountedConnection
+                dbapi.cursor_factory = _CountedCursor
+
+        def checkin(dbapi: Any, _record: Any) -> None:
+            if isinstance(dbapi, sqlite3.Connection):
+                dbapi.set_trace_callback(None)
+            elif isinstance(dbapi, _CountedConnection):
+                dbapi.__class__ = psycopg.Connection
+                dbapi.cursor_factory = psycopg.Cursor
+            with self._lock:
+                self._owner.pop(id(dbapi), None)
+
+        for name, fn in (("checkout", checkout), ("checkin", checkin)):
+            event.listen(pool, name, fn)
+            self._listening.append((pool, name, fn))
+
+    def stop(self) -> None:
+        for pool, name, fn in self._listening:
+            event.remove(pool, name, fn)
+
+    def _statement(self, conn: int, sql: str) -> None:
+        with self._lock:
+            owner = self._owner.get(conn)
+            if owner is None:
+                return  # not a store's (or the pool's own ping before checkout)
+            census = self._census
+            verb = sql.lstrip()[:8].upper()
+            if verb.startswith("COMMIT"):
+                if conn in self._wrote:
+                    self._wrote.discard(conn)
+                    census.commits[owner] += 1
+                    census.commit_order.append(owner)
+                else:
+                    census.reads += 1
+            elif verb.startswith("ROLLBACK"):
+                self._wrote.discard(conn)
+            elif verb[:6] in _WRITES:
+                self._wrote.add(conn)
+            census.statements[owner] += 1
+
+
+class _CountedConnection(psycopg.Connection[Any]):
+    """A checked-out psycopg connection while the census counts it."""
+
+    __slots__ = ()
+    count: Callable[[int, str], None]
+
+    def commit(self) -> None:
+        _CountedConnection.count(id(self), "COMMIT")
+        super().commit()
+
+    def rollback(self) -> None:
+        _CountedConnection.count(id(self), "ROLLBACK")
+        super().rollback()
+
+
+class _CountedCursor(psycopg.Cursor[Any]):
+    """Its cursors: each ``execute`` and ``executemany`` is one statement."""
+
+    __slots__ = ()
+
+    def execute(self, query: Any, *args: Any, **kwargs: Any) -> Any:
+        _CountedConnection.count(id(self.connection), str(query))
+        return super().execute(query, *args, **kwargs)
+
+    def executemany(self, query: Any, *args: Any, **kwargs: Any) -> None:
+        _CountedConnection.count(id(self.connection), str(query))
+        super().executemany(query, *args, **kwargs)
 
 
 # --------------------------------------------------------------------------- the floor

@@ -5,12 +5,14 @@ a decision log and a coordinator with acme's Human Gateway, whose people approve
 at once. Each transaction takes one of the demo airline's economy seats, and a world is
 stocked only when first opened, so every measured batch gets a fresh rig.
 :class:`Backend` says where a rig's stores live; :class:`BareCommit` is a
-durable commit of the floor, done without hatp. Used by
-``benchmarks/coordinator.py``.
+durable commit of the floor, done without hatp; :func:`in_flight` runs a
+batch of transactions several at a time. Used by ``benchmarks/coordinator.py``
+and, in each of its processes, by ``benchmarks/_two_processes.py``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import secrets
 import sqlite3
@@ -183,6 +185,38 @@ class Rig:
         trace: TracebackType | None,
     ) -> None:
         self.close()
+
+
+@dataclass(frozen=True)
+class Batch:
+    """Committed transactions' latencies, and when their batch started and ended.
+
+    ``started`` and ``ended`` are on ``time.monotonic``, one clock for every process
+    of the machine, so batches run by several processes at once can be put together.
+    """
+
+    latencies: list[float]
+    started: float
+    ended: float
+
+    @property
+    def elapsed(self) -> float:
+        """The batch's wall time, in seconds."""
+        return self.ended - self.started
+
+
+async def in_flight(rig: Rig, count: int, width: int) -> Batch:
+    """Run ``count`` transactions on ``rig``, ``width`` at a time; each must commit."""
+    plans = iter([rig.plan() for _ in range(count)])
+    latencies: list[float] = []
+
+    async def worker() -> None:
+        for plan in plans:  # shared: each worker takes the next plan when it is free
+            latencies.append((await rig.commit_one(plan))[0])
+
+    started = time.monotonic()
+    await asyncio.gather(*(worker() for _ in range(width)))
+    return Batch(latencies, started, time.monotonic())
 
 
 # --------------------------------------------------------------------------- backends

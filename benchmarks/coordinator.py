@@ -30,7 +30,11 @@ Targets, printed PASS or MISS for SQLite and for PostgreSQL (a fresh database
 on ``--postgres``, dropped afterwards; skipped, with the reason, when no
 server answers): CPU per transaction <= 2x the floor CPU; p50 latency <= 2x the
 floor wall; with 16 transactions in flight, throughput >= 1.5x the sequential
-figure on the same store. Also printed: the census, and where the time goes
+figure on the same store. On PostgreSQL only: two coordinator processes on the
+one database, each with 16 in flight on a world of its own, throughput >= 1.4x
+one such process (``_two_processes``: child processes of this Python, started
+together, start-up and warm-up untimed; on SQLite the target does not apply,
+and it is not run). Also printed: the census, and where the time goes
 (the floor's parts, the rest, an instrumented split of what was waited for).
 
 Nothing here asserts a timing and the exit status is 0 whatever the figures
@@ -68,7 +72,18 @@ import sqlalchemy as sa
 
 from _trip_floor import Census, Floor, Sample, floor_sample, median_of, take_census
 from _trip_profile import profile_sqlite
-from _trip_rig import ECONOMY, Backend, BareCommit, Rig, Spans, create_database, drop_database
+from _trip_rig import (
+    ECONOMY,
+    Backend,
+    BareCommit,
+    Batch,
+    Rig,
+    Spans,
+    create_database,
+    drop_database,
+    in_flight,
+)
+from _two_processes import measure as measure_processes
 from _wakeup import RECHECK_SECONDS
 from _wakeup import measure as measure_wakeup
 from hatp.demo.trip import COORDINATOR, GATEWAY, PARTICIPANT_IDS
@@ -79,6 +94,7 @@ CPU_TARGET = 2.0  # hatp's CPU per transaction / the floor's CPU, at most
 WALL_TARGET = 2.0  # sequential p50 / the floor's wall, at most
 IN_FLIGHT = 16  # the in-flight level with a target
 IN_FLIGHT_TARGET = 1.5  # its throughput / the sequential throughput, at least
+PROCESSES_TARGET = 1.4  # two processes' throughput / one process's, at least (PostgreSQL)
 WAKE_TARGET = 0.010  # vote stored -> decision logged, p50, the vote taken in process
 WAKE_ACROSS_TARGET = 0.050  # the same, the vote taken by another process (PostgreSQL)
 #: The figures --json writes per database (null, with a "skipped" reason, when not run).
@@ -92,6 +108,8 @@ JSON_KEYS = (
     "seq_txn_per_s",
     "inflight16_txn_per_s",
     "inflight16_ratio",
+    "two_processes_txn_per_s",
+    "two_processes_ratio",
     "wake_p50_ms",
     "wake_across_p50_ms",
     "wake_recheck_s",
@@ -107,6 +125,7 @@ class Settings:
     rounds: int  # sequential runs and floor samples alternate this many times
     in_flight: tuple[int, ...]  # concurrency levels measured
     concurrent: int  # transactions per concurrency level
+    per_process: int  # transactions per process, one process and two (PostgreSQL)
     instrumented: int  # sequential transactions timed part by part
     profiled: int
     wakes: int  # votes timed to the decision they wake, per way of voting
@@ -118,6 +137,7 @@ FULL = Settings(
     rounds=6,
     in_flight=(4, IN_FLIGHT),
     concurrent=150,
+    per_process=150,
     instrumented=50,
     profiled=300,
     wakes=40,
@@ -128,6 +148,7 @@ QUICK = Settings(
     rounds=2,
     in_flight=(IN_FLIGHT,),
     concurrent=20,
+    per_process=20,
     instrumented=5,
     profiled=20,
     wakes=5,
@@ -146,6 +167,11 @@ class Measured:
     mode: str
     latencies: list[float]
     elapsed: float  # sequential: the transactions' own time (the floor's is left out)
+
+    @classmethod
+    def of(cls, mode: str, batch: Batch) -> Measured:
+        """A batch run several at a time: its transactions / its wall time."""
+        return cls(mode, batch.latencies, batch.elapsed)
 
     @property
     def rate(self) -> float:
@@ -189,20 +215,6 @@ async def sequential(
         run.cpu += time.process_time() - started
         run.samples += [floor_sample(floor, bare) for _ in range(batch)]
     return run
-
-
-async def in_flight(rig: Rig, count: int, width: int) -> tuple[list[float], float]:
-    """Run ``count`` transactions, ``width`` at a time; return latencies and wall time."""
-    plans = iter([rig.plan() for _ in range(count)])
-    latencies: list[float] = []
-
-    async def worker() -> None:
-        for plan in plans:  # shared: each worker takes the next plan when it is free
-            latencies.append((await rig.commit_one(plan))[0])
-
-    started = time.perf_counter()
-    await asyncio.gather(*(worker() for _ in range(width)))
-    return latencies, time.perf_counter() - started
 
 
 @dataclass(frozen=True)
@@ -258,6 +270,7 @@ class BackendResult:
     floor: Floor
     run: Sequential
     flights: dict[int, Measured]  # by how many were in flight
+    processes: dict[int, Measured]  # by how many coordinator processes (PostgreSQL only)
     split: Split
     wakes: dict[str, list[float]]  # vote stored -> decision logged, by who took the vote
 
@@ -280,6 +293,7 @@ class BackendResult:
     def figures(self) -> dict[str, float | None]:
         """The figures --json writes (:data:`JSON_KEYS`), in ms, txn/s and ratios."""
         seq, flight = self.seq, self.flights.get(IN_FLIGHT)
+        one, two = self.processes.get(1), self.processes.get(2)
         figures = {
             "cpu_ms_per_txn": self.cpu_per_txn * 1e3,
             "floor_cpu_ms": self.floor_cpu * 1e3,
@@ -290,6 +304,9 @@ class BackendResult:
             "seq_txn_per_s": seq.rate,
             "inflight16_txn_per_s": flight.rate if flight else None,
             "inflight16_ratio": flight.rate / seq.rate if flight else None,
+            # Null on SQLite: the target is about processes sharing one PostgreSQL.
+            "two_processes_txn_per_s": two.rate if two else None,
+            "two_processes_ratio": two.rate / one.rate if one and two else None,
             "wake_p50_ms": _p50_ms(self.wakes.get("one process")),
             "wake_across_p50_ms": _p50_ms(self.wakes.get("two processes")),
             # Without notifications, a vote taken elsewhere is seen at the next recheck.
@@ -324,8 +341,13 @@ def run_backend(backend: Backend, settings: Settings) -> BackendResult:
     for width in settings.in_flight:
         with backend.rig() as rig:
             asyncio.run(rig.warm_up(settings.warmup))
-            flight, elapsed = asyncio.run(in_flight(rig, min(settings.concurrent, _MOST), width))
-        flights[width] = Measured(f"{width} in flight", flight, elapsed)
+            batch = asyncio.run(in_flight(rig, min(settings.concurrent, _MOST), width))
+        flights[width] = Measured.of(f"{width} in flight", batch)
+    processes: dict[int, Measured] = {}
+    if backend.name == "postgresql":  # the target is about processes sharing one server
+        count = min(settings.per_process, _MOST)
+        one, two = measure_processes(backend, IN_FLIGHT, count, settings.warmup)
+        processes = {1: Measured.of("1 process", one), 2: Measured.of("2 processes", two)}
     spans = Spans()
     with backend.rig(spans) as rig:
         asyncio.run(rig.warm_up(settings.warmup))
@@ -333,7 +355,7 @@ def run_backend(backend: Backend, settings: Settings) -> BackendResult:
     wakes = {"one process": measure_wakeup(backend, settings.wakes, across=False).samples}
     if backend.name == "postgresql":  # SQLite has no notifications: it rechecks
         wakes["two processes"] = measure_wakeup(backend, settings.wakes, across=True).samples
-    return BackendResult(backend.name, census, floor, run, flights, split, wakes)
+    return BackendResult(backend.name, census, floor, run, flights, processes, split, wakes)
 
 
 # --------------------------------------------------------------------------- output
@@ -456,6 +478,41 @@ def print_results(results: Sequence[BackendResult], skipped: Sequence[str]) -> N
     print(
         "txn/s: sequential = transactions / their summed latencies; in flight = transactions / "
         "the wall time of the batch, each on a fresh world of the same store"
+    )
+
+
+def print_processes(results: Sequence[BackendResult], skipped: Sequence[str]) -> None:
+    """Two coordinator processes on one database against one, each with 16 in flight."""
+    header = (
+        f"{'backend':<11} {'mode':<12} {'txns':>5} {'txn/s':>7} {'p50 ms':>8} {'p99 ms':>8} "
+        f"{'vs one process':>14} {'target':>7}  result"
+    )
+    print(header)
+    print("-" * len(header))
+    for result in results:
+        if not result.processes:
+            print(
+                f"{result.name:<11} {'2 processes':<12}     -       -        -        -"
+                "              -       -  not run: the target is for PostgreSQL"
+            )
+            continue
+        one = result.processes[1]
+        for count, row in result.processes.items():
+            ratio, target, verdict = row.rate / one.rate, "-", "info"
+            if count == 2:
+                target = f">={PROCESSES_TARGET:.1f}x"
+                verdict = _verdict(ratio, PROCESSES_TARGET, at_least=True)
+            print(
+                f"{result.name:<11} {row.mode:<12} {len(row.latencies):>5} {row.rate:>7.1f} "
+                f"{ms(row.p50):>8} {ms(row.p99):>8} {ratio:>13.2f}x {target:>7}  {verdict}"
+            )
+    for line in skipped:
+        print(f"{'postgresql':<11} skipped: {line}")
+    print(
+        f"each process a child of this Python running the trip with {IN_FLIGHT} in flight on a "
+        "fresh world of its own (its own schemas and txnIds) in the one database; all of a "
+        "batch's processes start at one moment, after their start-up and warm-up; txn/s = "
+        "committed transactions / (the last process's end - the first's start)"
     )
 
 
@@ -623,6 +680,8 @@ def report(results: Sequence[BackendResult], skipped: Sequence[str]) -> None:
         )
     print()
     print_results(results, skipped)
+    print("\ntwo coordinator processes on one database:")
+    print_processes(results, skipped)
     print("\na vote wakes its waiter:")
     print_wakeups(results)
     print("\nwhere the time goes (sequential, per transaction):")

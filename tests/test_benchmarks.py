@@ -45,9 +45,12 @@ def measured(report: dict[str, Any], keys: Sequence[str]) -> Iterator[tuple[str,
             assert all(figures.get(key) is None for key in keys), figures
             continue
         for key in keys:
-            value = figures[key]
-            assert isinstance(value, int | float) and not isinstance(value, bool), (key, value)
+            assert _number(figures[key]), (key, figures[key])
         yield name, figures
+
+
+def _number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def test_evidence_benchmark_quick_run_prints_every_ratio() -> None:
@@ -66,6 +69,10 @@ def test_coordinator_benchmark_quick_run_prints_the_ratio_to_its_floor() -> None
     assert any(line.startswith("postgresql  ") for line in lines), out
     in_flight = re.compile(r"^sqlite +16 in flight .* \d+\.\d+x +>=1\.5x +(PASS|MISS)$")
     assert any(in_flight.match(line) for line in lines), out
+    # Two coordinator processes on one PostgreSQL against one; SQLite says it is not run.
+    processes = re.compile(r"^postgresql +2 processes +\d+ .* \d+\.\d+x +>=1\.4x +(PASS|MISS)$")
+    assert any(processes.match(line) for line in lines) or "postgresql  skipped" in out, out
+    assert "not run: the target is for PostgreSQL" in out
     for text in ("Ed25519 signs", "cpu ratio = ", "wall ratio = ", "where the time goes"):
         assert text in out, text
     # Commits that wrote are told apart from read-only ones (which flush nothing).
@@ -110,9 +117,11 @@ def test_coordinator_benchmark_quick_run_prints_the_ratio_to_its_floor() -> None
 
 
 def test_coordinator_benchmark_json_is_one_object_with_the_figures_per_database() -> None:
-    """Numbers for SQLite; for PostgreSQL numbers, or nulls with the reason it was skipped."""
+    """Numbers for SQLite; for PostgreSQL numbers, or nulls with the reason it was skipped.
+    Two processes' throughput is PostgreSQL's alone: null on SQLite."""
     report, stderr = json_run("coordinator.py")
     assert "cpu ratio = " in stderr
+    processes = ("two_processes_txn_per_s", "two_processes_ratio")
     keys = (
         "cpu_ms_per_txn",
         "floor_cpu_ms",
@@ -128,8 +137,12 @@ def test_coordinator_benchmark_json_is_one_object_with_the_figures_per_database(
         assert all(figures[key] > 0 for key in keys), figures
         if name == "postgresql":  # the vote taken by another process, heard by NOTIFY
             assert figures["wake_across_p50_ms"] > 0 and figures["wake_recheck_s"] is None
+            assert all(_number(figures[key]) and figures[key] > 0 for key in processes), figures
         else:  # no notifications: another process's vote is seen at the recheck
             assert figures["wake_across_p50_ms"] is None and figures["wake_recheck_s"] == 2.0
+            assert all(figures[key] is None for key in processes), figures
+    if "skipped" in report["postgresql"]:
+        assert all(report["postgresql"][key] is None for key in processes), report
         cpu, wall = figures["cpu_ms_per_txn"], figures["p50_ms"]
         assert abs(figures["cpu_ratio"] - cpu / figures["floor_cpu_ms"]) < 0.01, figures
         assert abs(figures["wall_ratio"] - wall / figures["floor_wall_ms"]) < 0.01, figures

@@ -7,6 +7,8 @@ import contextlib
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from hatp.clock import (
     EARLIEST_WIRE_TIME,
@@ -24,6 +26,21 @@ def test_wire_time_is_utc_with_milliseconds_and_round_trips() -> None:
     text = format_time(moment)
     assert text == "2026-12-02T14:48:08.123Z"
     assert parse_time(text) == moment.replace(microsecond=123000)
+
+
+@given(
+    st.datetimes(
+        min_value=datetime(1000, 1, 2),
+        max_value=datetime(9999, 12, 30),
+        timezones=st.sampled_from([UTC, timezone(timedelta(hours=-7, minutes=-30))]),
+    )
+)
+def test_wire_time_is_the_strftime_form_truncated_to_milliseconds(moment: datetime) -> None:
+    """format_time writes what RFC 3339 with ``strftime`` would: UTC, milliseconds cut
+    (never rounded) and ``Z``, four-digit years."""
+    utc = moment.astimezone(UTC)
+    expected = utc.strftime("%Y-%m-%dT%H:%M:%S.") + f"{utc.microsecond // 1000:03d}Z"
+    assert format_time(moment) == expected
 
 
 @pytest.mark.parametrize(

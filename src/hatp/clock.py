@@ -103,8 +103,9 @@ def format_time(moment: datetime) -> str:
     """Return the wire form of a time: RFC 3339, UTC, milliseconds, ``Z``."""
     if moment.tzinfo is None:
         raise ValueError("wire times must be timezone-aware")
-    utc = moment.astimezone(UTC)
-    return utc.strftime("%Y-%m-%dT%H:%M:%S.") + f"{utc.microsecond // 1000:03d}Z"
+    # isoformat truncates to milliseconds as the wire form does, and is twice as fast
+    # as strftime (a record event, an ask and a vote each format a few times).
+    return moment.astimezone(UTC).isoformat(timespec="milliseconds")[:-6] + "Z"
 
 
 def parse_time(text: str) -> datetime:

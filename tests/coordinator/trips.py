@@ -361,15 +361,19 @@ async def sleepers(
     raise AssertionError(f"{clock.sleepers} sleepers on the clock, expected {at_least}")
 
 
-async def past_deadline(trip: Trip, plan: dict[str, Any], answer: ScriptedAnswer) -> Outcome:
+async def past_deadline(
+    trip: Trip, plan: dict[str, Any], answer: ScriptedAnswer, *, keepers: int = 2
+) -> Outcome:
     """Run ``plan``; once every branch voted and the clock has its sleepers, pass decideBy.
 
     The plan's decideBy must be under 16 minutes away; the clock moves 16 minutes.
+    ``keepers`` is how many holds the coordinator keeps while it waits [COORD-RENEW].
     """
     task = asyncio.create_task(trip.coordinator(answer).run(plan))
     await trip.votes.wait(plan["txnId"], len(plan["branches"]))
-    # decideBy, the poll on the gateway and the lease keeper, and the approver if they wait
-    await sleepers(trip.clock, 4 if answer.after_seconds else 3)
+    # decideBy, the poll on the gateway, the lease keeper and a keeper per renewable hold
+    # (they may sleep before the ask is polled), and the approver if they wait
+    await sleepers(trip.clock, (4 if answer.after_seconds else 3) + keepers)
     trip.clock.advance(16 * 60)
     return await task
 

@@ -31,10 +31,13 @@ from hatp.demo import (
     TripWorld,
     trip_plan,
 )
+from hatp.demo._airline import BookSeat
+from hatp.demo._hotel import HoldRoom
 from hatp.demo.trip import CARD, LOW_LIMIT_CARD
-from hatp.errors import PreconditionChanged
+from hatp.errors import OutcomeConflict, PreconditionChanged
 from hatp.evidence import digest, verify
 from hatp.model import COMMIT_ORDER, Plan, Preconditions, parse_plan
+from hatp.participant import Operation, Prepared, Work
 
 ALL_WHOLE = dict.fromkeys(PARTICIPANT_IDS, "whole")
 ALL_NONE = dict.fromkeys(PARTICIPANT_IDS, "none")
@@ -267,6 +270,52 @@ def test_the_last_room_goes_to_one_transaction_only(
         first.abort("room")
         assert Trip(world, "txn-r3").prepare("room")["vote"] == "yes"
         assert world.effects("txn-r2")[HOTEL] == "none"
+
+
+def test_a_stay_with_one_full_night_is_refused_and_takes_none_of_its_nights(
+    tmp_path: Path, clock: ManualClock, urls: dict[str, str] | None
+) -> None:
+    with TripWorld.open(tmp_path / "small", clock, rooms=1, store_urls=urls) as world:
+        assert Trip(world, "txn-r1").prepare("room")["vote"] == "yes"  # the 14th and 15th
+        longer = Trip(world, "txn-r2")
+        longer.plan = parse_plan(
+            _edited("room", checkIn="2026-12-15", nights=3)(longer.plan.to_wire())
+        )
+        refused = longer.prepare("room")
+        assert refused["reason"] == "SOLD_OUT: midtown-lodge has no room free on 2026-12-15"
+        # The 16th and 17th, taken by the refused UPDATE, were given back with the refusal.
+        after = Trip(world, "txn-r3")
+        after.plan = parse_plan(_edited("room", checkIn="2026-12-16")(after.plan.to_wire()))
+        assert after.prepare("room")["vote"] == "yes"
+        assert world.effects("txn-r2")[HOTEL] == "none"
+
+
+@pytest.mark.parametrize(("branch_id", "operation"), [("seat", BookSeat), ("room", HoldRoom)])
+def test_a_hold_committed_without_the_cost_its_prepare_reported_is_refused(
+    world: TripWorld, branch_id: str, operation: type[Operation]
+) -> None:
+    trip = Trip(world, f"txn-{branch_id}-uncosted")
+    assert trip.prepare(branch_id)["vote"] == "yes"
+    participant = trip.plan.branch(branch_id).participant
+    with (
+        pytest.raises(OutcomeConflict) as refused,
+        world.stores[participant].transaction() as conn,
+    ):
+        work = Work(
+            conn,
+            participant,
+            trip.plan.txn_id,
+            trip.plan.branch(branch_id),
+            trip.plan,
+            trip.digest,
+            world.clock.now(),
+            Prepared(),
+        )
+        operation().commit(work)
+    assert refused.value.data["requested"] == "commit"
+    assert "holds no cost from its prepare" in refused.value.message
+    # Nothing of the refused commit was kept: the hold is still there to commit.
+    assert trip.commit(branch_id)["outcome"] == "committed"
 
 
 def test_a_card_without_the_credit_declines_the_charge(world: TripWorld) -> None:

@@ -32,6 +32,8 @@ from hypothesis import strategies as st
 
 from hatp.errors import InvalidJson
 from hatp.evidence import canonicalize, digest, parse_json
+from hatp.evidence._canonical import canonical_plain
+from hatp.model import unreadable
 
 VECTORS = Path(__file__).resolve().parent.parent / "vectors" / "jcs"
 NODE_HELPER = Path(__file__).resolve().parent / "_node_es6.js"
@@ -391,6 +393,61 @@ def test_canonicalize_equals_rfc8785_reference(value: Any) -> None:
 def test_orjson_fast_path_equals_rfc8785_reference(value: Any) -> None:
     """JCS-CANON: float-free, ASCII-keyed values (orjson path) match rfc8785 byte for byte."""
     assert canonicalize(value) == rfc8785.dumps(value)
+
+
+# Integers past the safe range, and nesting near the strict reader's 64 levels.
+_wide_ints = st.one_of(_ints, st.sampled_from([MAX_SAFE + 1, -MAX_SAFE - 1, 2**64, -(2**70)]))
+plain_candidates = st.recursive(
+    st.none() | st.booleans() | _wide_ints | _texts | _finite_floats,
+    lambda children: (
+        st.lists(children, max_size=4)
+        | st.lists(children, max_size=3).map(tuple)
+        | st.dictionaries(_any_keys, children, max_size=4)
+    ),
+    max_leaves=25,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(plain_candidates, st.integers(0, 64))
+def test_canonical_plain_is_canonical_and_readable_or_declines(value: Any, depth: int) -> None:
+    """JCS-CANON, [JCS-READBACK]: canonical_plain answers only for a value whose
+    canonical bytes it gives exactly (rfc8785's) and that the strict reader reads back;
+    every value it declines still has its problem named by the careful path."""
+    plain = canonical_plain(value, depth)
+    if plain is None:
+        return
+    assert plain == rfc8785.dumps(value)
+    assert unreadable(value, depth) is None
+
+
+@pytest.mark.parametrize(
+    ("value", "depth"),
+    [
+        ({"a": 1.5}, 0),
+        ({"é": 1}, 0),
+        ({1: "a"}, 0),
+        ([MAX_SAFE + 1], 0),
+        ({"a": [1]}, 63),
+        ([[]], 63),
+        ({"a": datetime(2026, 1, 1, tzinfo=UTC)}, 0),
+        ({"a": "\ud800"}, 0),
+        (1.0, 0),
+    ],
+)
+def test_canonical_plain_declines_what_is_not_plain(value: Any, depth: int) -> None:
+    """Floats, non-ASCII or non-text keys, unsafe integers, nesting to 64 levels, types
+    that are not JSON and lone surrogates all take the careful path."""
+    assert canonical_plain(value, depth) is None
+
+
+def test_canonical_plain_takes_the_deepest_readable_nesting() -> None:
+    """63 levels below ``depth`` 0 is still readable ([JSON-DEPTH] refuses the 64th)."""
+    deep: Any = []
+    for _ in range(63):
+        deep = [deep]
+    assert canonical_plain(deep) == rfc8785.dumps(deep)
+    assert canonical_plain([deep]) is None
 
 
 @settings(max_examples=300, deadline=None)

@@ -203,6 +203,52 @@ def test_events_since_copies_only_the_later_events() -> None:
             writer.events_since(bad)
 
 
+def test_nothing_handed_out_edits_the_chain() -> None:
+    """Events are immutable once signed: editing what append, events, events_since or
+    to_json handed out, or the body given to append, changes nothing the writer holds."""
+    writer = RecordWriter("txn-1", ManualClock(START))
+    body: dict[str, Any] = {"receipt": {"n": [1, 2]}, "note": "first"}
+    appended = writer.append("step.done", body, KEYS[0])
+    writer.append("step.done", {"n": 1}, KEYS[1])
+    before, head = writer.to_json(), writer.head
+    body["receipt"]["n"].append(3)
+    body["note"] = "edited"
+    appended["body"]["receipt"]["n"].append(4)
+    appended["seq"] = 7
+    for handed in (writer.events(), writer.events_since(0), writer.to_json()["events"]):
+        handed[0]["body"]["note"] = "edited"
+        handed[1]["signature"]["sig"] = "forged"
+        handed.pop()
+    assert writer.to_json() == before
+    assert writer.head == head == digest(before["events"][-1])
+    assert writer.to_json() is not writer.to_json(), "each caller gets its own"
+    writer.seal(KEYS[0])
+    assert verify_record(writer.to_json(), RING).ok
+
+
+def test_append_refuses_a_bad_event_type_every_time() -> None:
+    """The envelope check is cached per (type, kid) pair; a bad type is refused each
+    time, and a good pair still passes next to it."""
+    writer = RecordWriter("txn-1", ManualClock(START))
+    for _ in range(2):
+        with pytest.raises(RecordInvalid, match=r"cannot append 'Step\.Done'"):
+            writer.append("Step.Done", {}, KEYS[0])
+        writer.append("step.done", {}, KEYS[0])
+    assert [e["seq"] for e in writer.events()] == [0, 1]
+
+
+def test_append_refuses_a_clock_outside_the_wire_range() -> None:
+    """[TIME-REAL] A record time is a real instant in the wire range, even for a pair
+    of type and kid seen before."""
+    clock = ManualClock(START)
+    writer = RecordWriter("txn-1", clock)
+    writer.append("step.done", {}, KEYS[0])
+    late = RecordWriter("txn-2", ManualClock(datetime(9500, 1, 1, tzinfo=UTC)))
+    with pytest.raises(RecordInvalid, match=r"cannot append 'step\.done'"):
+        late.append("step.done", {}, KEYS[0])
+    assert late.head is None
+
+
 def test_append_refuses_a_body_the_record_could_not_be_read_back_with() -> None:
     """[JCS-READBACK] A body of 62 nested levels is 65 deep in its record: unreadable."""
     writer = RecordWriter("txn-1", ManualClock(START))

@@ -24,10 +24,12 @@ from hatp.evidence import (
     SigningKey,
     digest,
     sign,
+    verify,
     verify_approval,
+    verify_read_approval,
     verify_record,
 )
-from hatp.model import Finding, Result
+from hatp.model import Approval, Finding, Result, parse_plan
 from planted import CASES
 from txn_records import (
     ALICE,
@@ -471,3 +473,35 @@ def test_verify_approval_reads_no_evidence_it_cannot_trust() -> None:
         findings = verify_approval(approval, plan, ring())
         assert {f.result for f in findings} == {Result.ABSENT}, said
         assert said in findings[0].detail
+
+
+def test_verify_read_approval_finds_what_verify_approval_finds() -> None:
+    """The coordinator's form (the approval read and verified by the caller, the plan's
+    digest known) gives the same findings, passing or failing, as checking it whole."""
+    b = TxnBuilder()
+    edited = signed_card("erin")
+    edited["issuer"] = EVIL
+    approvals = {
+        "honest": b.approval(),
+        "own vote": b.approval(votes=[b.vote(DANA)]),
+        "untrusted card": b.approval(
+            votes=[b.vote(ALICE, key=MADE_UP)],
+            cards=[signed_card("alice", key=EVIL_KEY, issuer=EVIL, keys=[MADE_UP.public.to_jwk()])],
+        ),
+        "edited card": b.approval(votes=[b.vote(ERIN)], cards=[edited]),
+        "card twice": b.approval(cards=[signed_card("alice"), signed_card("alice")]),
+        "no routing": b.approval(routing={"kind": "routing"}),
+        "rejects": b.approval(decision="reject"),
+        "signed by another": b.approval(by=COORDINATOR),
+    }
+    plan = parse_plan(b.plan)
+    plan_digest = digest(plan.to_wire())
+    for said, doc in approvals.items():
+        read = verify_read_approval(
+            doc, Approval.model_validate(doc), verify(doc, ring()), plan, plan_digest, ring()
+        )
+        assert read == verify_approval(doc, b.plan, ring()), said
+    assert any(
+        f.result is not Result.PASS
+        for f in verify_approval(approvals["edited card"], b.plan, ring())
+    )

@@ -71,6 +71,25 @@ def test_a_plan_object_that_skipped_validation_is_still_refused() -> None:
         assert required_amounts(plan, "finance")["USD"].with_tolerance == Decimal("100")
 
 
+def test_an_unvalidated_plan_is_refused_by_its_wire_form_when_a_member_is_mistyped() -> None:
+    """[GW-NEGATIVE] The check reads a plan object's own fields; one that is not of its
+    type (here an amount's value given as a Decimal) sends it to the whole wire form,
+    which still names the negative tolerance and where it is."""
+    plan = unvalidated(plan_doc(branch("charge", "25000")), tolerance="-0.5")
+    with pytest.raises(PlanInvalid) as caught:
+        required_amounts(plan, "finance")
+    assert caught.value.data["where"] == "/approvals/0/requirement/tolerance"
+    charge = plan.branches[0]
+    assert charge.amount is not None
+    odd = charge.model_copy(
+        update={"amount": charge.amount.model_copy(update={"value": Decimal("-24900")})}
+    )
+    mistyped = plan.model_copy(update={"branches": [odd]})
+    with pytest.warns(UserWarning), pytest.raises(PlanInvalid) as caught:
+        required_amounts(mistyped, "finance")
+    assert caught.value.data["where"] == "/branches/0/amount/value"
+
+
 def test_a_tolerance_of_minus_99_percent_is_refused() -> None:
     """[GW-NEGATIVE]"""
     with pytest.raises(PlanInvalid) as caught:

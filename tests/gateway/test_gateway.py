@@ -354,6 +354,31 @@ def test_a_long_poll_returns_as_soon_as_the_group_is_decided(world: World) -> No
     run(world, body)
 
 
+def test_a_long_poll_woken_by_the_deciding_vote_takes_the_stored_row(world: World) -> None:
+    """[GW-POLL] The vote this gateway stored closed the ask: the poll it wakes returns
+    that approval, as the store has it, without reading the ask again."""
+
+    async def body(w: World) -> None:
+        pending = await w.gateway.ask(request())
+        polling = asyncio.create_task(w.gateway.poll(pending["askId"], wait_seconds=600))
+        await _until(lambda: w.clock.sleepers > 0)
+        reads: list[str] = []
+        get = w.gateway.asks.get
+
+        def counted(ask_id: str) -> Any:
+            reads.append(ask_id)
+            return get(ask_id)
+
+        w.gateway.asks.get = counted  # type: ignore[method-assign]
+        await w.gateway.submit_vote(pending["askId"], vote(w.inbox("alice")[0]))
+        approval = await polling
+        assert reads == [pending["askId"]], "the vote read it once; the poll read nothing"
+        assert approval == await w.gateway.poll(pending["askId"])
+        assert approval["decision"] == "approve"
+
+    run(world, body)
+
+
 def test_a_long_poll_returns_the_pending_vote_when_its_wait_is_over(world: World) -> None:
     """[GW-POLL]"""
 

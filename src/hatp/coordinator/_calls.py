@@ -14,12 +14,13 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from hatp import _checks
 from hatp.errors import HatpError, ParticipantUnavailable, StaleFence, Unavailable
 
 _log = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -38,7 +39,7 @@ async def call_once(call: Callable[[], Awaitable[dict[str, Any]]], timeout: floa
         StaleFence: the participant has seen a newer owner; the caller must stop.
     """
     try:
-        return Answer(receipt=await asyncio.wait_for(call(), timeout))
+        return Answer(receipt=await bounded(call(), timeout))
     except StaleFence:
         raise
     except Unavailable as exc:  # its store, or the way to it, failed: no answer
@@ -52,6 +53,19 @@ async def call_once(call: Callable[[], Awaitable[dict[str, Any]]], timeout: floa
     except Exception as exc:  # a participant's own bug is not an answer either
         _log.warning("a participant call failed, taken as no answer", exc_info=True)
         return Answer(silence=f"{type(exc).__name__}: {exc}")
+
+
+async def bounded(call: Awaitable[_T], timeout: float) -> _T:
+    """Await ``call`` for at most ``timeout`` seconds, in the calling task.
+
+    Raises:
+        TimeoutError: no answer in time (``call`` is cancelled), or what ``call`` raises.
+    """
+    # asyncio.wait_for on Python 3.11 runs the call in a task of its own: a task,
+    # and a turn of the loop, more per participant call than this (3.12's wait_for
+    # is this).
+    async with asyncio.timeout(timeout):
+        return await call
 
 
 def backoff(attempt: int, base: float, cap: float = 2.0) -> float:

@@ -20,12 +20,13 @@ decided, otherwise phase 2 with the logged decision, continuing the same chain.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import socket
 import uuid
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
@@ -70,13 +71,22 @@ class Outcome:
     for a later :meth:`Coordinator.recover`) or ``fenced`` set (another
     coordinator took the transaction over). ``record`` is the record so far;
     when fenced, the log's record, which the new owner writes.
+
+    The fourth argument is the record, or what makes it: the record of a run
+    that ended is read out of its writer only when ``record`` is first asked for
+    (a served coordinator never asks: it reads records from the log).
     """
 
     txn_id: str
     state: TxnState
     reason: str
-    record: dict[str, Any]
+    _record: dict[str, Any] | Callable[[], dict[str, Any]] = field(repr=False, compare=False)
     fenced: bool = False
+
+    @functools.cached_property
+    def record(self) -> dict[str, Any]:
+        """The transaction's record (see ``schemas/TransactionRecord.json``)."""
+        return self._record() if callable(self._record) else self._record
 
     @property
     def head(self) -> str | None:
@@ -381,7 +391,7 @@ class Coordinator:
         # still silent: either way another coordinator may take the transaction up at once.
         if not run.released:
             await self._release(run)
-        return Outcome(run.txn_id, run.state, run.reason, run.writer.to_json())
+        return Outcome(run.txn_id, run.state, run.reason, run.writer.to_json)
 
     async def _fenced(self, run: TxnRun, exc: StaleFence) -> Outcome:
         """Another owner took over: report the log's record, which it now writes."""

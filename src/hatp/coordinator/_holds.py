@@ -19,6 +19,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from hatp.clock import Clock, format_time, parse_time
+from hatp.coordinator._calls import bounded
 from hatp.coordinator._txn import TxnRun
 from hatp.coordinator._vetting import describe, vet_renew, vet_vote
 from hatp.errors import HoldExpired, RenewalDeclined, StaleFence
@@ -110,7 +111,7 @@ class HoldKeeper:
         """One renewal: record the new lease, place a lost hold again, or return the problem."""
         participant = self._participants[branch.participant]
         try:
-            receipt = await asyncio.wait_for(
+            receipt = await bounded(
                 participant.renew(run.txn_id, branch.branch_id, run.fence), self._timeout
             )
         except StaleFence:
@@ -161,7 +162,7 @@ class HoldKeeper:
             return f"it was placed {attempt - 1} times already"
         participant = self._participants[branch.participant]
         try:
-            receipt = await asyncio.wait_for(
+            receipt = await bounded(
                 participant.replace(run.plan, bid, run.fence, attempt), self._timeout
             )
         except StaleFence:

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from hatp.coordinator._calls import bounded
 from hatp.coordinator._gateway import ApprovalRequest, Gateway
 from hatp.coordinator._txn import TxnRun
 from hatp.coordinator._vetting import describe, vet_estimate, vet_quote
@@ -174,7 +175,7 @@ class ModeChooser:
 
     async def _quote(self, run: TxnRun, branch: Branch) -> dict[str, Any]:
         participant = self._participants[branch.participant]
-        return await asyncio.wait_for(
+        return await bounded(
             participant.quote(run.plan, branch.branch_id, run.fence), self._timeout
         )
 
@@ -185,7 +186,7 @@ class ModeChooser:
         for group in run.plan.approvals:
             request = ApprovalRequest(run.txn_id, run.plan, run.digest, group, decide_by)
             try:
-                answer = await asyncio.wait_for(self._gateway.estimate(request), self._timeout)
+                answer = await bounded(self._gateway.estimate(request), self._timeout)
             except Exception as exc:  # no estimate, no choice: fail closed
                 failure = describe(exc, self._timeout)
                 _log.info("approval %s: no estimate: %s", group.group_id, failure)

@@ -25,7 +25,7 @@ from typing import Any
 from hatp import _checks
 from hatp._faults import fault_point
 from hatp.clock import Clock, format_time, parse_time
-from hatp.coordinator._calls import backoff
+from hatp.coordinator._calls import backoff, bounded
 from hatp.coordinator._gateway import ApprovalRequest, Gateway
 from hatp.coordinator._holds import HoldKeeper, approve_by, deadline_body
 from hatp.coordinator._modes import ModeChooser
@@ -405,7 +405,7 @@ class Phase1:
         attempt = 1
         while True:
             try:
-                return await asyncio.wait_for(
+                return await bounded(
                     participant.prepare(run.plan, branch.branch_id, run.fence), self._timeout
                 )
             except (Unavailable, TimeoutError) as exc:

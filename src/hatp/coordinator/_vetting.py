@@ -17,7 +17,7 @@ from hatp import _checks
 from hatp.clock import parse_time
 from hatp.coordinator._txn import TxnRun
 from hatp.errors import HatpError
-from hatp.evidence import Keyring, verify, verify_approval
+from hatp.evidence import Keyring, Verified, verify, verify_read_approval
 from hatp.model import (
     Approval,
     ApprovalDecision,
@@ -37,13 +37,20 @@ from hatp.model import (
 
 
 def _signed_by(obj: Mapping[str, Any], keyring: Keyring, party: str) -> str | None:
+    return _signer(obj, keyring, party)[1]
+
+
+def _signer(
+    obj: Mapping[str, Any], keyring: Keyring, party: str
+) -> tuple[Verified | None, str | None]:
+    """Who signed ``obj``, and the problem if it does not verify as ``party``'s."""
     try:
         verified = verify(obj, keyring)
     except HatpError as exc:
-        return f"signature: {exc.data.get('reason', exc.code)}: {exc.message}"
+        return None, f"signature: {exc.data.get('reason', exc.code)}: {exc.message}"
     if verified.issuer != party and _checks.is_on("COORD-SIGNER"):
-        return f"signed by {verified.issuer}, not by {party}"
-    return None
+        return verified, f"signed by {verified.issuer}, not by {party}"
+    return verified, None
 
 
 def vet_prepare(
@@ -258,7 +265,7 @@ def vet_approval(
     gateway's routing record, and it must satisfy the group (quorum,
     separation of duties, authority) by that evidence, not by the gateway's word.
     """
-    parsed, problem = _from_gateway(
+    parsed, signer, problem = _said(
         Approval, "approval", approval, keyring, gateway_id, txn_id, group.group_id, plan_digest
     )
     if parsed is None:
@@ -277,21 +284,29 @@ def vet_approval(
         and _checks.is_on("COORD-DEADLINE")
     ):
         problem = f"decided at {parsed.decided_at}, after the deadline"
-    if problem is None:
-        problem = _evidence_problem(approval, plan, keyring)
+    if problem is None and signer is not None:
+        problem = _evidence_problem(approval, parsed, signer, plan, plan_digest, keyring)
     return parsed, problem
 
 
-def _evidence_problem(approval: Mapping[str, Any], plan: Plan, keyring: Keyring) -> str | None:
+def _evidence_problem(
+    approval: Mapping[str, Any],
+    parsed: Approval,
+    signer: Verified,
+    plan: Plan,
+    plan_digest: str,
+    keyring: Keyring,
+) -> str | None:
     """The first thing the approval's own evidence does not show, if any [COORD-EVIDENCE].
 
     The same checks the offline verifier makes (one definition, in the
     evidence layer), so the coordinator never counts an approval that its
-    own record would then fail on.
+    own record would then fail on. The approval was read and its signature
+    verified just before (``parsed``, ``signer``): they are not done twice.
     """
     if not _checks.is_on("COORD-EVIDENCE"):  # the naive coordinator: the gateway's word will do
         return None
-    for finding in verify_approval(approval, plan, keyring):
+    for finding in verify_read_approval(approval, parsed, signer, plan, plan_digest, keyring):
         if finding.result is not Result.PASS:
             return f"[{finding.rule}] {finding.result.value}: {finding.detail}"
     return None
@@ -324,14 +339,29 @@ def _from_gateway(
 ) -> tuple[_Said | None, str | None]:
     """``doc`` parsed, and the first reason it is not the asked gateway's word on this
     group of this plan, if any."""
+    parsed, _, problem = _said(model, what, doc, keyring, gateway_id, txn_id, group_id, plan_digest)
+    return parsed, problem
+
+
+def _said(
+    model: type[_Said],
+    what: str,
+    doc: Mapping[str, Any],
+    keyring: Keyring,
+    gateway_id: str,
+    txn_id: str,
+    group_id: str,
+    plan_digest: str,
+) -> tuple[_Said | None, Verified | None, str | None]:
+    """:func:`_from_gateway`, with who signed ``doc`` (``None`` if it does not verify)."""
     parsed = _parsed(model, what, doc)
     if isinstance(parsed, str):
-        return None, parsed
-    problem = _signed_by(doc, keyring, gateway_id)
+        return None, None, parsed
+    signer, problem = _signer(doc, keyring, gateway_id)
     if problem is None and parsed.gateway != gateway_id:
         problem = f"{what} names gateway {parsed.gateway}, not {gateway_id}"
     if problem is None and parsed.plan_digest != plan_digest and _checks.is_on("COORD-DIGEST"):
         problem = f"{what} is for plan {parsed.plan_digest}, not {plan_digest}"
     if problem is None and (parsed.txn_id, parsed.group_id) != (txn_id, group_id):
         problem = f"{what} is for {parsed.txn_id}/{parsed.group_id}"
-    return parsed, problem
+    return parsed, signer, problem

@@ -16,7 +16,7 @@ from sqlalchemy import (
     update,
 )
 
-from hatp.demo._ledger import Seed, Service, kinds, ledger_table, log, text_arg
+from hatp.demo._ledger import Seed, Service, held_cost, kinds, ledger_table, log, text_arg
 from hatp.errors import OutcomeConflict
 from hatp.model import Amount, Certainty, Change, EffectPreview, Tier
 from hatp.participant import (
@@ -144,8 +144,7 @@ class BookSeat(Operation):
             raise _not_held(work, "ticket")
         flight, seat = str(ticketed.flight), str(ticketed.seat)
         log(work, ledger, "ticketed", f"seat {seat} on {flight}")
-        row = work.conn.execute(_SEAT, {"flight": flight, "seat": seat}).one()
-        fare = Amount(value=row.price, currency=row.currency)
+        fare = held_cost(work)  # ticketed at the fare the seat was held at
         return Committed(
             effect={"flight": flight, "seat": seat, "status": "ticketed"},
             observed=observed(_ticket(work, flight, seat, fare)),

@@ -116,7 +116,6 @@ class AddEvent(Operation):
 
     def commit(self, work: Work) -> Committed:
         owner, title, starts, ends = _event_args(work)
-        was = version(work.conn, owner)
         event_id = f"evt-{secrets.token_hex(8)}"
         work.conn.execute(
             _INSERT_EVENT,
@@ -131,6 +130,7 @@ class AddEvent(Operation):
             },
         )
         now_at = _bump(work.conn, owner)
+        was = now_at - 1  # the bump counted this change, in the row it locked
         log(work, ledger, "added", f"{title!r} {starts} to {ends} on {owner} (version {now_at})")
         return Committed(
             effect={"eventId": event_id, "calendar": owner, "title": title, "version": now_at},

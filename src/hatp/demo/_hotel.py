@@ -20,7 +20,16 @@ from sqlalchemy import (
     update,
 )
 
-from hatp.demo._ledger import Seed, Service, kinds, ledger_table, log, money, text_arg
+from hatp.demo._ledger import (
+    Seed,
+    Service,
+    held_cost,
+    kinds,
+    ledger_table,
+    log,
+    money,
+    text_arg,
+)
 from hatp.errors import OutcomeConflict
 from hatp.model import Amount, Certainty, Change, Tier
 from hatp.participant import (
@@ -80,10 +89,15 @@ _RATE = select(rates).where(rates.c.hotel == bindparam("hotel"))
 _NIGHTS = and_(
     rooms.c.hotel == bindparam("k_hotel"), rooms.c.night.in_(bindparam("k_nights", expanding=True))
 )
-_STOCK = select(rooms.c.night, rooms.c.free).where(_NIGHTS)
 # Decrement only nights still free, in the UPDATE itself, so a racing
-# transaction that took the last room shows up as a short count.
-_TAKE = update(rooms).where(_NIGHTS, rooms.c.free >= 1).values(free=rooms.c.free - 1)
+# transaction that took the last room cannot take it twice; the nights it
+# returns are the ones taken, so the others are full (or not on sale).
+_TAKE = (
+    update(rooms)
+    .where(_NIGHTS, rooms.c.free >= 1)
+    .values(free=rooms.c.free - 1)
+    .returning(rooms.c.night)
+)
 _GIVE_BACK = update(rooms).where(_NIGHTS).values(free=rooms.c.free + 1)
 _RESERVE = insert(reservations)
 # Only a live hold (status held) is this branch's to book or release.
@@ -114,13 +128,11 @@ class HoldRoom(Operation):
         if rate is None:
             raise Refuse("NO_SUCH_HOTEL", f"no hotel {hotel!r} here")
         dates = [(check_in + timedelta(days=n)).isoformat() for n in range(nights)]
-        where = {"k_hotel": hotel, "k_nights": dates}
-        free = {row.night: row.free for row in work.conn.execute(_STOCK, where)}
-        full = [night for night in dates if free.get(night, 0) < 1]
+        taken = set(work.conn.execute(_TAKE, {"k_hotel": hotel, "k_nights": dates}).scalars())
+        full = [night for night in dates if night not in taken]
         if full:
+            # Refusing rolls back the nights this UPDATE did take.
             raise Refuse("SOLD_OUT", f"{hotel} has no room free on {', '.join(full)}")
-        if work.conn.execute(_TAKE, where).rowcount != len(dates):
-            raise Refuse("SOLD_OUT", f"{hotel} sold its last room for these nights meanwhile")
         work.conn.execute(
             _RESERVE,
             {
@@ -167,8 +179,7 @@ class HoldRoom(Operation):
             "booked",
             f"1 room at {row.hotel}, {row.nights} nights from {row.check_in}",
         )
-        rate = work.conn.execute(_RATE, {"hotel": row.hotel}).one()
-        cost = _cost(rate.rate, rate.currency, row.nights)
+        cost = held_cost(work)  # booked at the rate the room was held at
         return Committed(
             effect={"hotel": row.hotel, "checkIn": row.check_in, "nights": row.nights},
             observed=observed(_booking(work, row.hotel, row.check_in, row.nights, cost)),

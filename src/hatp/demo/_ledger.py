@@ -29,6 +29,8 @@ from sqlalchemy import (
     select,
 )
 
+from hatp.errors import OutcomeConflict
+from hatp.model import Amount
 from hatp.participant import Operation, Refuse, Work
 from hatp.store import from_ms, to_ms
 
@@ -158,6 +160,23 @@ def kinds(conn: Connection, ledger: Table, txn_id: str) -> Counter[str]:
 def money(value: Decimal) -> str:
     """Return a decimal as a plain two-place string, e.g. ``'310.00'``."""
     return format(value.quantize(CENT), "f")
+
+
+def held_cost(work: Work) -> Amount:
+    """The cost the branch's prepare reported: what a hold placed at that price commits at.
+
+    Raises:
+        OutcomeConflict: the branch was not prepared with a cost (nothing was held).
+    """
+    cost = None if work.prepared is None else work.prepared.cost
+    if cost is None:
+        raise OutcomeConflict(
+            f"{work.branch.operation} of {work.txn_id}/{work.branch.branch_id} holds no cost "
+            "from its prepare; nothing to commit",
+            state=None,
+            requested="commit",
+        )
+    return cost
 
 
 def text_arg(work: Work, name: str) -> str:

@@ -22,7 +22,11 @@ from hatp.evidence._record import RecordWriter
 from hatp.evidence._signing import ALGORITHM, Verified, sign, verify
 from hatp.evidence._strict_json import MAX_DEPTH, parse_json
 from hatp.evidence._verify import CHAIN_RULES, load_record, verify_record
-from hatp.evidence._verify_approval import APPROVAL_RULES, verify_approval
+from hatp.evidence._verify_approval import (
+    APPROVAL_RULES,
+    verify_approval,
+    verify_read_approval,
+)
 from hatp.evidence._verify_routing import ROUTING_RULES, verify_routing
 from hatp.evidence._verify_txn import TXN_RULES
 
@@ -59,6 +63,7 @@ __all__ = [
     "verify_approval",
     "verify_assertion",
     "verify_passkey",
+    "verify_read_approval",
     "verify_record",
     "verify_routing",
 ]

@@ -9,6 +9,7 @@ import orjson
 import rfc8785
 
 from hatp.errors import InvalidJson
+from hatp.model._base import MAX_JSON_DEPTH, MAX_SAFE_INTEGER
 
 _T = TypeVar("_T")
 _SCALARS = frozenset({str, int, bool, type(None)})
@@ -74,6 +75,90 @@ def _fast_path_ok(value: Any) -> bool:
                 return False
         return True
     return kind in _SCALARS
+
+
+def canonical_plain(value: Any, depth: int = 0) -> bytes | None:
+    """The canonical bytes of ``value`` if it is plain JSON, else ``None``.
+
+    Plain: objects with ASCII string keys, arrays, strings, booleans, nulls
+    and integers within ±(2**53-1), nested less than 64 levels deep counted
+    from ``depth`` (the value's own depth in the document that carries it).
+    For such a value :func:`canonicalize` takes ``orjson``'s fast path and
+    the strict reader reads the bytes back ([JCS-READBACK]), so one walk
+    answers both questions that signing asks. ``None`` sends the caller to
+    :func:`canonicalize` and :func:`hatp.model.unreadable`, which name any
+    problem exactly as before.
+    """
+    kind = type(value)
+    if kind is dict or kind is list or kind is tuple:
+        if not _plain(value, depth):
+            return None
+    elif not (kind is str or kind is bool or value is None or (kind is int and _safe(value))):
+        return None
+    try:
+        return orjson.dumps(value, option=_ORJSON_OPTIONS)
+    except (TypeError, orjson.JSONEncodeError):
+        return None  # a lone surrogate: the reference path names it
+
+
+def plain_bytes(value: Any) -> bytes:
+    """The canonical bytes of a value known to be plain (see :func:`canonical_plain`):
+    a plain object with members of plain ASCII text added, such as a signature."""
+    return orjson.dumps(value, option=_ORJSON_OPTIONS)
+
+
+def json_bytes(value: Any, canonical: bytes) -> bytes:
+    """JSON bytes of ``value`` in its own member order, to parse copies from (a record
+    writer's events); ``canonical`` (its canonical bytes, equal to it as JSON) if
+    ``orjson`` refuses it."""
+    try:
+        return orjson.dumps(value, option=_COPY_OPTIONS)
+    except (TypeError, orjson.JSONEncodeError):
+        return canonical
+
+
+def _safe(number: int) -> bool:
+    return -MAX_SAFE_INTEGER <= number <= MAX_SAFE_INTEGER
+
+
+def _plain(value: dict[str, Any] | list[Any] | tuple[Any, ...], depth: int) -> bool:
+    """The walk behind :func:`canonical_plain`; ``value`` is a dict, list or tuple.
+
+    Hand-written: no library answers "is this orjson-exact and strict-readable"
+    in one pass. Text, booleans and null, most of any document, are passed by one
+    set lookup on their type; the two loops are one written twice, for speed.
+    """
+    if depth >= MAX_JSON_DEPTH:
+        return False
+    if type(value) is dict:
+        for key, item in value.items():
+            if type(key) is not str or not key.isascii():
+                return False
+            kind = type(item)
+            if kind in _LEAVES:
+                continue
+            if kind is dict or kind is list or kind is tuple:
+                if _plain(item, depth + 1):
+                    continue
+            elif kind is int and -MAX_SAFE_INTEGER <= item <= MAX_SAFE_INTEGER:
+                continue
+            return False
+        return True
+    members: Any = value  # a list or a tuple here
+    for item in members:
+        kind = type(item)
+        if kind in _LEAVES:
+            continue
+        if kind is dict or kind is list or kind is tuple:
+            if _plain(item, depth + 1):
+                continue
+        elif kind is int and -MAX_SAFE_INTEGER <= item <= MAX_SAFE_INTEGER:
+            continue
+        return False
+    return True
+
+
+_LEAVES = frozenset({str, bool, type(None)})
 
 
 def copy_json(value: _T) -> _T:

@@ -10,7 +10,7 @@ from typing import Any
 from hatp import _checks
 from hatp.errors import InvalidJson, SignatureInvalid
 from hatp.evidence._b64 import b64url_decode, b64url_encode
-from hatp.evidence._canonical import canonicalize
+from hatp.evidence._canonical import canonical_plain, canonicalize
 from hatp.evidence._keys import Keyring, SigningKey
 from hatp.model import unreadable
 from hatp.version import require_supported
@@ -45,8 +45,19 @@ def sign(obj: Mapping[str, Any], key: SigningKey) -> dict[str, Any]:
     require_supported(obj)
     if "signature" in obj:
         raise ValueError("the object is already signed; sign the unsigned object")
-    payload = canonicalize(obj)
-    refuse_unreadable(obj)
+    # One walk for the common case; anything unusual takes the two careful ones,
+    # which name the problem.
+    payload = canonical_plain(obj)
+    if payload is None:
+        payload = canonicalize(obj)
+        refuse_unreadable(obj)
+    return signed_with(obj, key, payload)
+
+
+def signed_with(obj: Mapping[str, Any], key: SigningKey, payload: bytes) -> dict[str, Any]:
+    """``obj`` with a ``signature`` member made by ``key`` over ``payload``, which must be
+    the canonical bytes of ``obj``, already checked as :func:`sign` checks them (for a
+    caller that has those bytes anyway, such as the record writer)."""
     signature = {"alg": ALGORITHM, "kid": key.kid, "sig": b64url_encode(key.sign_bytes(payload))}
     return {**obj, "signature": signature}
 

@@ -36,9 +36,9 @@ from hatp.errors import HatpError, PasskeyInvalid
 from hatp.evidence._digest import digest
 from hatp.evidence._keys import Keyring, card_keyring
 from hatp.evidence._passkey import verify_passkey
-from hatp.evidence._signing import verify
+from hatp.evidence._signing import Verified, verify
 from hatp.evidence._tally import Tally
-from hatp.evidence._verify_routing import verify_routing
+from hatp.evidence._verify_routing import routing_findings, verify_routing
 from hatp.model import (
     ABSENT,
     Approval,
@@ -112,6 +112,8 @@ class _Evidence:
     #: The cards that have the Human Card form, by id (the first, if an id repeats).
     cards: Mapping[str, HumanCard]
     routing: RoutingRecord | None
+    #: Each of ``approval.cards`` read: the card, or why it is not one.
+    read_cards: tuple[HumanCard | HatpError, ...] = ()
 
     def where(self, detail: str) -> str:
         prefix = f"{self.at.name}: " if self.at.name else ""
@@ -176,7 +178,7 @@ def approval_findings(
 def verify_approval(
     approval: Mapping[str, Any], plan: Mapping[str, Any] | Plan, keyring: Keyring
 ) -> list[Finding]:
-    """Check the evidence an approving approval carries against ``plan``; return
+    """Check the evidence an approval that approves carries against ``plan``; return
     one finding per rule of :data:`APPROVAL_RULES` (one per failure of a failing rule).
 
     What the offline verifier checks of each approval in a record, for one
@@ -192,9 +194,31 @@ def verify_approval(
         for rule in APPROVAL_RULES:
             tally.absent(rule, f"the plan cannot be read: {exc.code}: {exc.message}")
         return tally.findings({})
-    plan_digest = digest(parsed.to_wire())
-    context = _Context(parsed, plan_digest, keyring, plan_signed=True)
-    evidence = _read(context, Approving(None, "", approval))
+    context = _Context(parsed, digest(parsed.to_wire()), keyring, plan_signed=True)
+    return _findings(context, _read(context, Approving(None, "", approval)), tally)
+
+
+def verify_read_approval(
+    doc: Mapping[str, Any],
+    approval: Approval,
+    signer: Verified,
+    plan: Plan,
+    plan_digest: str,
+    keyring: Keyring,
+) -> list[Finding]:
+    """:func:`verify_approval`, for a caller that has read ``doc`` as ``approval`` and
+    verified its signature itself (``signer``, what :func:`verify` returned for it), and
+    holds the digest of ``plan`` (the coordinator, which checks both before it looks at
+    the evidence): the same rules and findings, without reading the approval twice.
+    """
+    context = _Context(plan, plan_digest, keyring, plan_signed=True)
+    evidence = _evidence(context, Approving(None, "", doc), approval, signer)
+    return _findings(context, evidence, Tally(APPROVAL_RULES))
+
+
+def _findings(context: _Context, evidence: _Evidence | str, tally: Tally) -> list[Finding]:
+    """The findings of one approval on its own: every rule absent when it is not read
+    or does not approve, else each rule's."""
     if isinstance(evidence, str) or evidence.approval.decision is not ApprovalDecision.APPROVE:
         why = evidence if isinstance(evidence, str) else "the approval does not approve"
         for rule in APPROVAL_RULES:
@@ -204,7 +228,7 @@ def verify_approval(
     _check(context, evidence, tally, counts)
     for rule in APPROVAL_RULES:
         tally.ran(rule)
-    return tally.findings(_details(parsed, counts))
+    return tally.findings(_details(context.plan, counts))
 
 
 def _check(context: _Context, evidence: _Evidence, tally: Tally, counts: _Counts) -> None:
@@ -226,24 +250,35 @@ def _read(context: _Context, item: Approving) -> _Evidence | str:
         return f"not an Approval: {exc.errors()[0]['msg']}"
     except HatpError as exc:
         return f"the approval does not verify: {exc.data.get('reason', exc.code)}: {exc.message}"
+    return _evidence(context, item, approval, signer)
+
+
+def _evidence(
+    context: _Context, item: Approving, approval: Approval, signer: Verified
+) -> _Evidence | str:
+    """The evidence of an approval read and verified, if its gateway signed it and it is
+    for a group of the plan; else why not."""
     if signer.issuer != approval.gateway:
         return f"the approval is signed by {signer.issuer!r}, not its gateway {approval.gateway!r}"
     group = next((g for g in context.plan.approvals if g.group_id == approval.group_id), None)
     if group is None:
         return f"the plan has no approval group {approval.group_id!r}"
     votes = tuple(_read_vote(index, doc) for index, doc in enumerate(approval.votes))
+    read_cards: list[HumanCard | HatpError] = []
     cards: dict[str, HumanCard] = {}
     for doc in approval.cards:
         try:
             card = parse_card(doc)
-        except HatpError:
+        except HatpError as exc:
+            read_cards.append(exc)
             continue
+        read_cards.append(card)
         cards.setdefault(card.id, card)
     try:
         routing: RoutingRecord | None = RoutingRecord.model_validate(approval.routing)
     except ValidationError:
         routing = None
-    return _Evidence(item, approval, group, votes, cards, routing)
+    return _Evidence(item, approval, group, votes, cards, routing, tuple(read_cards))
 
 
 def _read_vote(index: int, doc: Any) -> _Vote:
@@ -263,7 +298,15 @@ def _check_routing(context: _Context, ev: _Evidence, tally: Tally, counts: _Coun
     # A plan edited after its digest was signed fails [TXN-PLAN]; the routing
     # record is then held to the digest alone, or it would be blamed for the edit.
     skipped = frozenset() if context.plan_signed else _PLAN_RULES
-    for finding in verify_routing(ev.approval.routing, context.plan, context.keyring):
+    findings = (
+        # Read once already; the plan digests to context.plan_digest when it is signed.
+        routing_findings(
+            ev.approval.routing, ev.routing, context.plan, context.plan_digest, context.keyring
+        )
+        if ev.routing is not None and context.plan_signed
+        else verify_routing(ev.approval.routing, context.plan, context.keyring)
+    )
+    for finding in findings:
         if finding.result is Result.PASS or (
             finding.result is Result.FAIL and finding.rule in skipped
         ):
@@ -308,7 +351,8 @@ def _check_cards(context: _Context, ev: _Evidence, tally: Tally, counts: _Counts
     rule = "TXN-CARD-SIGNED"
     seen: set[str] = set()
     for index, doc in enumerate(ev.approval.cards):
-        problem = _card_problem(doc, context.keyring)
+        read = ev.read_cards[index] if index < len(ev.read_cards) else None
+        problem = _card_problem(doc, context.keyring, read)
         card_id = doc.get("id") if isinstance(doc.get("id"), str) else None
         if problem is None and card_id in seen:
             problem = "repeats a card id"
@@ -322,16 +366,27 @@ def _check_cards(context: _Context, ev: _Evidence, tally: Tally, counts: _Counts
             )
 
 
-def _card_problem(doc: Mapping[str, Any], keyring: Keyring) -> str | None:
+def _card_problem(
+    doc: Mapping[str, Any], keyring: Keyring, read: HumanCard | HatpError | None = None
+) -> str | None:
+    """Why ``doc`` is not a Human Card signed by the directory it names, if it is not
+    (``read``: the card as read already, or why it could not be read)."""
+    if isinstance(read, HatpError):
+        return _untrusted(read)
     try:
-        parse_card(doc)
+        if read is None:
+            parse_card(doc)
         signer = verify(doc, keyring)
     except HatpError as exc:
-        return f"is not a trusted Human Card: {exc.data.get('reason', exc.code)}: {exc.message}"
+        return _untrusted(exc)
     if signer.issuer != doc.get("issuer"):
         # One directory does not vouch for another's people.
         return f"names issuer {doc.get('issuer')!r} but is signed by {signer.issuer!r}"
     return None
+
+
+def _untrusted(exc: HatpError) -> str:
+    return f"is not a trusted Human Card: {exc.data.get('reason', exc.code)}: {exc.message}"
 
 
 def _check_votes(context: _Context, ev: _Evidence, tally: Tally, counts: _Counts) -> None:

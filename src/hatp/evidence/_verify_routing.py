@@ -43,6 +43,8 @@ class _Routing:
     plan: Plan | None
     plan_problem: str | None
     keyring: Keyring
+    #: The digest of ``plan``, when the caller has it; else computed.
+    plan_digest: str | None = None
 
 
 def verify_routing(
@@ -53,7 +55,18 @@ def verify_routing(
 
     Never raises on a bad record or plan: what cannot be read fails or is absent.
     """
-    routing = _read(record, plan, keyring)
+    return _findings(_read(record, plan, keyring))
+
+
+def routing_findings(
+    doc: Mapping[str, Any], record: RoutingRecord, plan: Plan, plan_digest: str, keyring: Keyring
+) -> list[Finding]:
+    """:func:`verify_routing`, for a caller that has read ``doc`` as ``record`` and holds
+    ``plan``'s digest (checking an approval that carries it): the same findings."""
+    return _findings(_Routing(doc, record, "", plan, plan, None, keyring, plan_digest))
+
+
+def _findings(routing: _Routing) -> list[Finding]:
     tally = Tally(ROUTING_RULES)
     passes: dict[str, str] = {}
     for rule, check in _RULES.items():
@@ -112,7 +125,7 @@ def _check_digest(routing: _Routing, tally: Tally) -> str | None:
     if plan is None:
         tally.absent(rule, f"the plan cannot be read: {routing.plan_problem}")
         return None
-    computed = digest(plan.to_wire())
+    computed = routing.plan_digest or digest(plan.to_wire())
     if record.plan_digest != computed:
         tally.fail(rule, f"names plan {record.plan_digest}, but the plan digests to {computed}")
     if record.txn_id != plan.txn_id:

@@ -82,10 +82,15 @@ def person_entry(card: HumanCard, **extra: Any) -> dict[str, Any]:
 
 
 class AskDoc:
-    """A working copy of one ask's state document, and the rules that change it."""
+    """A working copy of one ask's state document, and the rules that change it.
 
-    def __init__(self, doc: dict[str, Any], ctx: Context) -> None:
-        self.doc = copy_json(doc)
+    ``owned``: the caller has just built ``doc`` and gives it up (nothing else holds
+    any part of it), so it is worked on as it is; otherwise on a copy, which leaves a
+    stored row as it was read (and lets a change be seen by comparing the two).
+    """
+
+    def __init__(self, doc: dict[str, Any], ctx: Context, *, owned: bool = False) -> None:
+        self.doc = doc if owned else copy_json(doc)
         self.ctx = ctx
         self.effects = Effects()
 

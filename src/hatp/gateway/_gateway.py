@@ -131,7 +131,8 @@ class HumanGateway:
         self._passkeys = PasskeyBook(asks.store)
         # This gateway's store work, in the order it asks for it (as on the event loop).
         self._lane = asks.store.lane()
-        self._waiters: dict[str, list[asyncio.Future[None]]] = {}
+        # Each waiter is told the row this gateway stored, when it has it (else None).
+        self._waiters: dict[str, list[asyncio.Future[AskRow | None]]] = {}
         self._changed = asyncio.Event()
         # Other processes' writes to the asks, heard at once on PostgreSQL [GW-LISTEN].
         self._listener = (
@@ -487,7 +488,7 @@ class HumanGateway:
             "needed": 1,
             "people": _people(resolution),
         }
-        work = AskDoc(doc, self._context(now))
+        work = AskDoc(doc, self._context(now), owned=True)
         if not resolution.candidates:  # [GW-FEW]
             work.close_withdrawn("needs 1, only 0 eligible", "")
         else:
@@ -647,6 +648,7 @@ class HumanGateway:
         """The new ask of ``request``'s group as :meth:`ask` stores it (not stored here),
         with ``terms`` (``terms`` and ``termsDigest``, or nothing) among its members."""
         principal = self._principals.get(request.plan.initiator)
+        wire = request.plan.to_wire()  # dumped once: routed (digested) and stored
         routed = route(
             request.plan,
             request.plan_digest,
@@ -657,6 +659,7 @@ class HumanGateway:
             clock=self._clock,
             initiator_principal=principal,
             deadline_seconds=max(0.0, (request.decide_by - now).total_seconds()),
+            wire=wire,
         )
         doc = self._new_doc(
             _new_ask_id(),
@@ -670,7 +673,7 @@ class HumanGateway:
             doc,
             routed,
             now,
-            plan=request.plan.to_wire(),
+            plan=wire,
             action=request.group.requirement.action,
             onBehalfOf=request.plan.on_behalf_of,
             initiatorPrincipal=principal,
@@ -700,6 +703,7 @@ class HumanGateway:
                 "people": _people(resolution),
             },
             self._context(now),
+            owned=True,  # built here: the plan, terms and routing record are fresh too
         )
         if not resolution.enough and _checks.is_on("GW-FEW"):  # [GW-FEW]
             eligible = len(resolution.candidates)
@@ -751,11 +755,17 @@ class HumanGateway:
                 if self._recheck is not None:  # [GW-RECHECK] another process may have changed it
                     wake = min(wake, self._clock.now() + self._recheck)
                 await first_of(changed, self._clock.sleep_until(wake))
+            stored = None if changed.cancelled() else changed.result()
+            if stored is not None and not stored.is_open:
+                # This gateway just stored the ask closed, and acted on it: a closed ask
+                # does not change, so reading it back would only read the same row.
+                return stored
 
     @contextlib.contextmanager
-    def _watching(self, ask_id: str) -> Iterator[asyncio.Future[None]]:
-        """A future done when this gateway changes the ask, for the ``with`` block."""
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    def _watching(self, ask_id: str) -> Iterator[asyncio.Future[AskRow | None]]:
+        """A future done when this gateway changes the ask, for the ``with`` block: with
+        the row it stored, when the change came with one."""
+        future: asyncio.Future[AskRow | None] = asyncio.get_running_loop().create_future()
         self._waiters.setdefault(ask_id, []).append(future)
         try:
             yield future
@@ -835,17 +845,18 @@ class HumanGateway:
                 extra={"askId": row.ask_id, "txnId": row.txn_id, "state": row.state.value},
             )  # fmt: skip
         if effects.deliver or effects.withdraw or not row.is_open:
-            self._notify(row.ask_id)
+            self._notify(row.ask_id, row)
 
-    def _notify(self, ask_id: str) -> None:
-        self._wake(ask_id)
+    def _notify(self, ask_id: str, row: AskRow | None = None) -> None:
+        self._wake(ask_id, row)
         self._changed.set()
 
-    def _wake(self, ask_id: str) -> None:
-        """Wake the long polls waiting on ``ask_id``: each reads the ask again."""
+    def _wake(self, ask_id: str, row: AskRow | None = None) -> None:
+        """Wake the long polls waiting on ``ask_id``: each reads the ask again, or takes
+        ``row``, the ask as this gateway just stored it, if that closed it."""
         for future in self._waiters.pop(ask_id, []):
             if not future.done():
-                future.set_result(None)
+                future.set_result(row)
 
     def _heard(self, ask_id: str | None) -> None:
         """Another process wrote ask ``ask_id`` (``None``: any ask, unheard) [GW-LISTEN].

@@ -66,8 +66,12 @@ def route(
     initiator_principal: str | None = None,
     deadline_seconds: float | None = None,
     passkey_required: bool | None = None,
+    wire: Mapping[str, Any] | None = None,
 ) -> Routed:
     """Route approval group ``group`` of ``plan``; return the resolution and a signed record.
+
+    ``wire``: the wire form of ``plan`` (a :class:`Plan`), when the caller has just
+    made it (the gateway stores it with the ask); it is digested as it is.
 
     The gateway works the amounts out itself ([GW-AMOUNT]) and resolves the
     group's address against them on behalf of ``plan.onBehalfOf``. With the
@@ -93,7 +97,9 @@ def route(
             reason="UNKNOWN_GROUP",
             group_id=group,
         )
-    if (actual := digest(parsed.to_wire())) != plan_digest:
+    if wire is None or not isinstance(plan, Plan):
+        wire = parsed.to_wire()
+    if (actual := digest(wire)) != plan_digest:
         raise AskInvalid(
             f"{plan_digest} is not the digest of plan {parsed.txn_id!r} ({actual}); "
             "ask about the plan the parties signed",

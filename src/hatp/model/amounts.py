@@ -18,7 +18,7 @@ from typing import Any
 
 from hatp import _checks
 from hatp.errors import AskInvalid, PlanInvalid, RequirementBelowTotal
-from hatp.model.plan import ApprovalGroup, Plan, parse_plan
+from hatp.model.plan import Amount, ApprovalGroup, Branch, Plan, Requirement, parse_plan
 
 __all__ = ["MINOR_UNIT", "RequiredAmount", "passkey_required", "recheck_plan", "required_amounts"]
 
@@ -48,10 +48,55 @@ def recheck_plan(plan: Mapping[str, Any] | Plan) -> Plan:
         PlanInvalid: reason ``NEGATIVE_AMOUNT`` or ``NEGATIVE_TOLERANCE`` with
             ``data.rule = GW-NEGATIVE``; any other reason from :func:`parse_plan`.
     """
-    doc = plan.to_wire() if isinstance(plan, Plan) else plan
-    if _checks.is_on("GW-NEGATIVE") and isinstance(doc, Mapping):
-        _refuse_negatives(doc)
-    return plan if isinstance(plan, Plan) else parse_plan(plan)
+    if not _checks.is_on("GW-NEGATIVE"):
+        return parse_plan(plan)
+    if isinstance(plan, Plan):
+        # The few members the check reads, not the whole wire form (dumped only for a
+        # plan whose members are not of their types).
+        _refuse_negatives(_money_members(plan) or plan.to_wire())
+        return plan
+    if isinstance(plan, Mapping):
+        _refuse_negatives(plan)
+    return parse_plan(plan)
+
+
+def _money_members(plan: Plan) -> dict[str, Any] | None:
+    """The members of ``plan``'s wire form that :func:`_refuse_negatives` reads, taken
+    from its fields; ``None`` when a field is not of its type (a plan object that was
+    never validated), for the whole wire form to be read instead."""
+    branches: list[dict[str, Any]] = []
+    groups: list[dict[str, Any]] = []
+    if not isinstance(plan.branches, list | tuple) or not isinstance(plan.approvals, list | tuple):
+        return None
+    for branch in plan.branches:
+        if not isinstance(branch, Branch) or not _is_amount(branch.amount):
+            return None
+        branches.append({"amount": _amount_member(branch.amount)})
+    for group in plan.approvals:
+        requirement = group.requirement if isinstance(group, ApprovalGroup) else None
+        if (
+            not isinstance(requirement, Requirement)
+            or type(requirement.tolerance) is not str
+            or not _is_amount(requirement.amount)
+        ):
+            return None
+        groups.append(
+            {
+                "requirement": {
+                    "tolerance": requirement.tolerance,
+                    "amount": _amount_member(requirement.amount),
+                }
+            }
+        )
+    return {"branches": branches, "approvals": groups}
+
+
+def _is_amount(amount: object) -> bool:
+    return amount is None or (isinstance(amount, Amount) and type(amount.value) is str)
+
+
+def _amount_member(amount: Amount | None) -> dict[str, Any] | None:
+    return None if amount is None else {"value": amount.value}
 
 
 def _refuse_negatives(doc: Mapping[str, Any]) -> None:

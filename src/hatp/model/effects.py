@@ -129,7 +129,8 @@ def effect_verdict(preview: EffectPreview | None, observed: ObservedEffect | Non
         return EffectVerdict.UNCHECKED
     if observed is None:
         return EffectVerdict.DIFFERS
-    if _wire(preview.changes) == _wire(observed.changes):
+    # Equal models have equal wire forms: the dumps are needed only when they differ.
+    if preview.changes == observed.changes or _wire(preview.changes) == _wire(observed.changes):
         return EffectVerdict.AS_PREVIEWED
     bound = preview.bound
     if preview.certainty is not Certainty.PREDICTED or bound is None:

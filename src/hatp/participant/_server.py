@@ -15,7 +15,7 @@ from hatp._faults import fault_point
 from hatp.clock import Clock, format_time
 from hatp.errors import HatpError, OutcomeConflict, StaleFence
 from hatp.evidence import SigningKey, digest
-from hatp.model import BranchState, BranchStatus, Plan, Preconditions, Tier
+from hatp.model import Branch, BranchState, BranchStatus, Plan, Preconditions, Tier
 from hatp.participant import _handlers as handlers
 from hatp.participant._operation import Operation
 from hatp.participant._quote import QUOTE
@@ -81,9 +81,7 @@ class ParticipantServer:
             StaleFence: ``fence`` is below the highest seen [PART-FENCE].
         """
         branch, operation = check_plan(plan, branch_id, self._id, self._operations)
-        request = handlers.Request(
-            "prepare", plan, branch, operation, plan_digest=digest(plan.to_wire())
-        )
+        request = _planned("prepare", plan, branch, operation)
         return await self._call(plan.txn_id, branch_id, fence, request, handlers.PREPARE)
 
     async def quote(self, plan: Plan, branch_id: str, fence: int) -> dict[str, Any]:
@@ -104,9 +102,7 @@ class ParticipantServer:
             StaleFence: ``fence`` is below the highest seen [PART-FENCE].
         """
         branch, operation = check_plan(plan, branch_id, self._id, self._operations)
-        request = handlers.Request(
-            "quote", plan, branch, operation, plan_digest=digest(plan.to_wire())
-        )
+        request = _planned("quote", plan, branch, operation)
         return await self._call(plan.txn_id, branch_id, fence, request, QUOTE)
 
     async def replace(self, plan: Plan, branch_id: str, fence: int, attempt: int) -> dict[str, Any]:
@@ -138,14 +134,7 @@ class ParticipantServer:
             StaleFence: [PART-FENCE].
         """
         branch, operation = check_plan(plan, branch_id, self._id, self._operations)
-        request = handlers.Request(
-            "replace",
-            plan,
-            branch,
-            operation,
-            plan_digest=digest(plan.to_wire()),
-            attempt=attempt,
-        )
+        request = _planned("replace", plan, branch, operation, attempt=attempt)
         return await self._call(plan.txn_id, branch_id, fence, request, REPLACE)
 
     async def commit(
@@ -357,6 +346,21 @@ class ParticipantServer:
                 handlers.release_expired(call)
             released.append((found.txn_id, found.branch_id))
         return released
+
+
+def _planned(
+    method: handlers.Method,
+    plan: Plan,
+    branch: Branch,
+    operation: Operation,
+    attempt: int | None = None,
+) -> handlers.Request:
+    """A request that carries the plan: its wire form is written once, for its digest
+    and for the branch row (a prepare stores it)."""
+    wire = plan.to_wire()
+    return handlers.Request(
+        method, plan, branch, operation, plan_digest=digest(wire), plan_wire=wire, attempt=attempt
+    )
 
 
 def _check_fence(current: int, fence: int, method: str, txn_id: str, branch_id: str) -> None:

@@ -11,7 +11,8 @@ gateway processes on one database never both decide the same ask.
 from __future__ import annotations
 
 import builtins
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import datetime
 from enum import StrEnum
@@ -22,8 +23,9 @@ from sqlalchemy import Connection
 
 from hatp.errors import AskConflict, AskUnknown
 from hatp.store._changes import announce
+from hatp.store._driver import DriverSession
 from hatp.store._engine import Store, insert_or_ignore
-from hatp.store._schema import AnyRow, ask, dump_json, from_ms, load_json, to_ms
+from hatp.store._schema import ask, dump_json, from_ms, load_json, to_ms
 
 __all__ = ["AskKind", "AskRow", "AskState", "AskStore"]
 
@@ -72,7 +74,7 @@ class AskRow:
         return self.state is AskState.OPEN
 
     @classmethod
-    def _from_row(cls, row: AnyRow) -> AskRow:
+    def _from_row(cls, row: Any) -> AskRow:
         return cls(
             ask_id=row.ask_id,
             kind=AskKind(row.kind),
@@ -112,10 +114,10 @@ class AskStore:
         """
         at = to_ms(now)
         values = {**_values(replace(row, version=1)), "created_at": at, "updated_at": at}
-        with self._store.transaction() as conn:
-            conn.execute(insert_or_ignore(conn.dialect.name, ask), values)
-            found = conn.execute(_BY_SUBJECT, _subject(row)).first()
-            announce(conn, row.ask_id)
+        with self._store.driver_session() as session:
+            session.execute(insert_or_ignore(session.dialect, ask), values)
+            found = session.execute(_BY_SUBJECT, _subject(row)).first()
+            announce(session, row.ask_id)
         if found is None:
             raise AskConflict(
                 f"ask id {row.ask_id} is already used for another ask; choose a new id",
@@ -130,8 +132,8 @@ class AskStore:
             AskUnknown: no ask has this id.
             StoreUnavailable: the database failed.
         """
-        with self._store.transaction() as conn:
-            found = conn.execute(_GET, {"ask_id": ask_id}).first()
+        with self._store.read_session() as session:
+            found = session.execute(_GET, {"ask_id": ask_id}).first()
         if found is None:
             raise AskUnknown(
                 f"no ask {ask_id} at this gateway; use the askId its pending vote named",
@@ -146,8 +148,8 @@ class AskStore:
             StoreUnavailable: the database failed.
         """
         params = {"kind": kind.value, "txn_id": txn_id, "group_id": group_id}
-        with self._store.transaction() as conn:
-            found = conn.execute(_BY_SUBJECT, {**params, "plan_digest": plan_digest}).first()
+        with self._store.read_session() as session:
+            found = session.execute(_BY_SUBJECT, {**params, "plan_digest": plan_digest}).first()
         return None if found is None else AskRow._from_row(found)
 
     def update(
@@ -182,14 +184,14 @@ class AskStore:
             "version": row.version + 1,
             "updated_at": to_ms(now),
         }
-        with self._store.transaction() as conn:
-            won = conn.execute(_UPDATE, params).first()
+        with self._session(also) as (session, conn):
+            won = session.execute(_UPDATE, params).first()
             if won is None:
-                current = conn.execute(_GET, {"ask_id": row.ask_id}).first()
+                current = session.execute(_GET, {"ask_id": row.ask_id}).first()
             else:
-                if also is not None:
+                if also is not None and conn is not None:
                     also(conn)
-                announce(conn, row.ask_id)  # other processes' waiters wake at the commit
+                announce(session, row.ask_id)  # other processes' waiters wake at the commit
         if won is not None:
             return replace(row, version=row.version + 1)
         if current is None:
@@ -202,14 +204,27 @@ class AskStore:
             current=current.version,
         )
 
+    @contextmanager
+    def _session(
+        self, also: Callable[[Connection], None] | None
+    ) -> Iterator[tuple[DriverSession, Connection | None]]:
+        """A transaction for the ask's own statements, on the driver; a Core one when
+        ``also`` (Core code) runs in it too."""
+        if also is None:
+            with self._store.driver_session() as session:
+                yield session, None
+            return
+        with self._store.transaction() as conn:
+            yield DriverSession.of(conn), conn
+
     def open_asks(self) -> builtins.list[AskRow]:
         """Return every open ask, oldest first.
 
         Raises:
             StoreUnavailable: the database failed.
         """
-        with self._store.transaction() as conn:
-            rows = conn.execute(_OPEN).all()
+        with self._store.read_session() as session:
+            rows = session.execute(_OPEN).all()
         return [AskRow._from_row(row) for row in rows]
 
     def open_for(self, kind: AskKind, txn_id: str) -> builtins.list[str]:
@@ -218,9 +233,8 @@ class AskStore:
         Raises:
             StoreUnavailable: the database failed.
         """
-        with self._store.transaction() as conn:
-            found = conn.execute(_OPEN_FOR, {"kind": kind.value, "txn_id": txn_id}).scalars()
-            return builtins.list(found.all())
+        with self._store.read_session() as session:
+            return session.execute(_OPEN_FOR, {"kind": kind.value, "txn_id": txn_id}).scalars()
 
     def due(self, now: datetime) -> builtins.list[AskRow]:
         """Return the open asks whose ``next_due`` is at or before ``now``, soonest first.
@@ -228,8 +242,8 @@ class AskStore:
         Raises:
             StoreUnavailable: the database failed.
         """
-        with self._store.transaction() as conn:
-            rows = conn.execute(_DUE, {"now": to_ms(now)}).all()
+        with self._store.read_session() as session:
+            rows = session.execute(_DUE, {"now": to_ms(now)}).all()
         return [AskRow._from_row(row) for row in rows]
 
     def next_due(self) -> datetime | None:
@@ -238,8 +252,8 @@ class AskStore:
         Raises:
             StoreUnavailable: the database failed.
         """
-        with self._store.transaction() as conn:
-            earliest = conn.execute(_NEXT_DUE).scalar()
+        with self._store.read_session() as session:
+            earliest = session.execute(_NEXT_DUE).scalar()
         return None if earliest is None else from_ms(int(earliest))
 
 
@@ -267,8 +281,9 @@ def _subject(row: AskRow) -> dict[str, str]:
     }
 
 
-# Built once and executed with parameters (see _log.py). An UPDATE without
-# .values() sets the columns its parameters name; the key's are named k_*.
+# Built once and executed with parameters (see _log.py); the hot ones run on the
+# driver. An UPDATE without .values() sets the columns its parameters name; the
+# key's are named k_*.
 _GET = sa.select(ask).where(ask.c.ask_id == sa.bindparam("ask_id"))
 _BY_SUBJECT = sa.select(ask).where(
     ask.c.kind == sa.bindparam("kind"),

@@ -18,9 +18,9 @@ import sqlalchemy as sa
 
 from hatp.model.plan import Tier
 from hatp.model.txn import BranchState
+from hatp.store._driver import DriverSession
 from hatp.store._engine import Store, dialect_insert, upsert
 from hatp.store._schema import (
-    AnyRow,
     branch,
     dump_json,
     dump_optional_json,
@@ -58,7 +58,7 @@ class BranchRow:
         return self.participant_id, self.txn_id, self.branch_id
 
     @classmethod
-    def _from_row(cls, row: AnyRow) -> BranchRow:
+    def _from_row(cls, row: Any) -> BranchRow:
         return cls(
             participant_id=row.participant_id,
             txn_id=row.txn_id,
@@ -134,9 +134,10 @@ _CHANGEABLE = tuple(name for name in _ENCODE if name not in _KEYS)
 _JSON_MEMBERS = frozenset({"plan", "prepared", "prepare_receipt", "outcome_receipt"})
 _BLANK = {"state": BranchState.UNKNOWN.value, "fence": 0, "flags": dump_json([])}
 
-# Built once and executed with parameters, so SQLAlchemy's compiled cache
-# serves every call. The key's parameters are named apart from the columns:
-# an UPDATE sets the columns its parameters name.
+# Built once and executed with parameters; lock and save run them on the
+# driver (hatp.store._driver), inside the caller's Core transaction. The key's
+# parameters are named apart from the columns: an UPDATE sets the columns its
+# parameters name.
 _IS_BRANCH = sa.and_(*(branch.c[key] == sa.bindparam(f"k_{key}") for key in _KEYS))
 _GET = sa.select(branch).where(_IS_BRANCH)
 _UPDATE = sa.update(branch).where(_IS_BRANCH)
@@ -194,7 +195,8 @@ class BranchStore:
             "branch_id": branch_id,
             **_BLANK,
         }
-        return BranchRow._from_row(conn.execute(_lock_statement(conn.dialect.name), values).one())
+        session = DriverSession.of(conn)
+        return BranchRow._from_row(session.execute(_lock_statement(session.dialect), values).one())
 
     def save(self, conn: sa.Connection, row: BranchRow, *, locked: BranchRow | None = None) -> None:
         """Write ``row`` in the caller's transaction (it is durable once that commits).
@@ -205,12 +207,13 @@ class BranchStore:
         as unchanged only when it is the same object, so do not change those
         in place.
         """
+        session = DriverSession.of(conn)
         if locked is None or locked._key() != row._key():
-            conn.execute(upsert(conn.dialect.name, branch), row._values())
+            session.execute(upsert(session.dialect, branch), row._values())
             return
         changes = row._changes(locked)
         if changes:
-            conn.execute(_UPDATE, {**changes, **_key(*row._key())})
+            session.execute(_UPDATE, {**changes, **_key(*row._key())})
 
     def flag(self, participant_id: str, txn_id: str, branch_id: str, note: str) -> None:
         """Append ``note`` to the branch's flags, in a transaction of its own.
@@ -228,8 +231,8 @@ class BranchStore:
         Raises:
             StoreUnavailable: the database failed.
         """
-        with self._store.transaction() as conn:
-            row = conn.execute(_GET, _key(participant_id, txn_id, branch_id)).first()
+        with self._store.read_session() as session:
+            row = session.execute(_GET, _key(participant_id, txn_id, branch_id)).first()
         return None if row is None else BranchRow._from_row(row)
 
     def expired_holds(

@@ -25,9 +25,9 @@ from collections.abc import Callable
 
 import psycopg
 import sqlalchemy as sa
-from sqlalchemy import Connection
 from sqlalchemy.engine import make_url
 
+from hatp.store._driver import DriverSession
 from hatp.store._engine import Store
 
 __all__ = ["CHANNEL", "AskChanges", "announce"]
@@ -43,11 +43,11 @@ _MOST_BACKOFF_SECONDS = 30.0
 _NOTIFY = sa.text("SELECT pg_notify(:channel, :payload)")
 
 
-def announce(conn: Connection, ask_id: str) -> None:
+def announce(session: DriverSession, ask_id: str) -> None:
     """Inside the transaction that writes ask ``ask_id``: on PostgreSQL, have every
     listening process told once it commits (nothing is told if it rolls back)."""
-    if conn.dialect.name == "postgresql":
-        conn.execute(_NOTIFY, {"channel": CHANNEL, "payload": ask_id})
+    if session.dialect == "postgresql":
+        session.execute(_NOTIFY, {"channel": CHANNEL, "payload": ask_id})
 
 
 class AskChanges:

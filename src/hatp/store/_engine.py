@@ -19,7 +19,7 @@ import os
 import re
 import sqlite3
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, ClassVar, TypeVar, cast
 
@@ -29,9 +29,9 @@ from sqlalchemy import event, exc
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import URL, Connection, Engine, make_url
 from sqlalchemy.pool import QueuePool
-from sqlalchemy.sql.compiler import SQLCompiler
 
 from hatp.errors import StoreUnavailable
+from hatp.store._driver import DriverSession
 from hatp.store._migrate import SHIPPED, Migrations, SchemaMode, SchemaStatus, prepare_txn
 from hatp.store._offloop import TIMED_OUT, Lane, StoreLimits, Workers, caller_gave_up
 
@@ -168,13 +168,14 @@ class Store:
                 self._refuse_if_given_up()  # SQLite's BEGIN may have waited for the lock
                 yield conn
                 self._refuse_if_given_up()
-        except _UNAVAILABLE as error:
+        except _DRIVER_ERRORS as error:  # DriverSession.of and BEGIN run on the driver
             raise self._unavailable(error) from error
 
     @contextmanager
     def driver_transaction(self) -> Iterator[Any]:
         """Run the ``with`` block as one transaction on a pooled connection's own
-        DB-API cursor, for the few statements on a hot path (:class:`DriverStatement`).
+        DB-API cursor, for the few statements on a hot path
+        (:class:`~hatp.store._driver.DriverStatement`).
 
         The same guarantees as :meth:`transaction` (``BEGIN IMMEDIATE`` on
         SQLite, the same durability, commit at the end, rollback on an
@@ -184,20 +185,55 @@ class Store:
         Raises:
             StoreUnavailable: as :meth:`transaction`.
         """
-        with self._raw() as conn:
+        with self._driver_connection() as conn:
             cursor = conn.cursor()
             try:
-                self._driver_begin(cursor)
-                self._refuse_if_given_up()
                 yield cursor
+            finally:
+                cursor.close()
+
+    @contextmanager
+    def driver_session(self) -> Iterator[DriverSession]:
+        """Run the ``with`` block as one transaction whose Core statements run on the
+        driver (:class:`~hatp.store._driver.DriverSession`): :meth:`driver_transaction`
+        for code written with SQLAlchemy Core.
+
+        Raises:
+            StoreUnavailable: as :meth:`transaction`.
+        """
+        with self._driver_connection() as conn:
+            yield DriverSession(conn, self.dialect)
+
+    @contextmanager
+    def read_session(self) -> Iterator[DriverSession]:
+        """Run the ``with`` block as one read-only transaction whose statements run on
+        the driver: what it reads is one consistent snapshot, and it takes no write
+        lock (on SQLite a deferred ``BEGIN``: in WAL mode readers neither wait for a
+        writer nor hold one up). It writes nothing: a statement that would is refused.
+
+        Raises:
+            StoreUnavailable: the database could not be reached, or refused a
+                statement, or the async caller of :meth:`call` stopped waiting.
+        """
+        with self._driver_connection(read_only=True) as conn:
+            yield DriverSession(conn, self.dialect, read_only=True)
+
+    @contextmanager
+    def _driver_connection(self, *, read_only: bool = False) -> Iterator[Any]:
+        with self._raw() as conn:
+            try:
+                self._driver_begin(conn, read_only)
                 self._refuse_if_given_up()
-                conn.commit()
+                yield conn
+                self._refuse_if_given_up()
+                if read_only:
+                    conn.rollback()  # nothing to flush: it wrote nothing
+                else:
+                    conn.commit()
             except BaseException:
                 with contextlib.suppress(*_DRIVER_ERRORS):
                     conn.rollback()
                 raise
-            finally:
-                cursor.close()
 
     @contextmanager
     def _raw(self) -> Iterator[Any]:
@@ -229,8 +265,9 @@ class Store:
     def _make_engine(self, url: URL) -> Engine:
         raise NotImplementedError
 
-    def _driver_begin(self, cursor: Any) -> None:
-        """Open a driver_transaction (psycopg opens one by itself at the first statement)."""
+    def _driver_begin(self, conn: Any, read_only: bool) -> None:
+        """Open a driver transaction on the DB-API connection ``conn`` (psycopg opens
+        one by itself at the first statement)."""
 
     def _lock_schema(self, conn: Connection) -> None:
         """Serialize schema changes with other processes (SQLite: BEGIN IMMEDIATE did)."""
@@ -309,8 +346,9 @@ class SqliteStore(Store):
         event.listen(engine, "begin", _sqlite_on_begin)
         return engine
 
-    def _driver_begin(self, cursor: Any) -> None:
-        cursor.execute(_BEGIN_IMMEDIATE)  # as _sqlite_on_begin does for Core transactions
+    def _driver_begin(self, conn: Any, read_only: bool) -> None:
+        # A writer takes the lock at once, as _sqlite_on_begin does for Core transactions.
+        conn.execute(_BEGIN_DEFERRED if read_only else _BEGIN_IMMEDIATE)
 
     def _before_schema(self, conn: Connection) -> None:
         # A revision that SQLite cannot ALTER copies the table and drops the old one;
@@ -370,12 +408,16 @@ _WAL_ATTEMPTS = 40
 
 
 _BEGIN_IMMEDIATE = "BEGIN IMMEDIATE"
+_BEGIN_DEFERRED = "BEGIN"
 
 
 def _sqlite_on_begin(conn: Connection) -> None:
     # IMMEDIATE takes the write lock at once, so a transaction that reads then
     # writes cannot fail half-way on a lock upgrade; busy_timeout queues it.
-    conn.exec_driver_sql(_BEGIN_IMMEDIATE)
+    # Issued on the driver: through SQLAlchemy it would cost a statement's
+    # execution machinery in every transaction. Store.transaction maps a
+    # driver error to StoreUnavailable as it does SQLAlchemy's.
+    conn.connection.dbapi_connection.execute(_BEGIN_IMMEDIATE)  # type: ignore[union-attr]
 
 
 class PostgresStore(Store):
@@ -476,30 +518,6 @@ def upsert(dialect: str, table: sa.Table) -> sa.Insert:
     return stmt.on_conflict_do_update(index_elements=keys, set_=changes)
 
 
-class DriverStatement:
-    """A Core statement compiled once for one dialect, to run on a driver's cursor.
-
-    SQLAlchemy writes the SQL; :meth:`Store.driver_transaction` runs it. Bind
-    parameters are passed by name (:meth:`params` puts them in the driver's
-    order where it takes them by position).
-    """
-
-    def __init__(self, dialect: str, statement: sa.ClauseElement) -> None:
-        compiled = cast(SQLCompiler, statement.compile(dialect=_DIALECTS[dialect]()))
-        self.sql = compiled.string
-        self._order = tuple(compiled.positiontup or ()) if compiled.positional else None
-
-    def params(self, values: Mapping[str, Any]) -> Sequence[Any] | Mapping[str, Any]:
-        """Return ``values`` as the driver takes them for this statement."""
-        if self._order is None:
-            return values
-        return [values[name] for name in self._order]
-
-
-_DIALECTS: dict[str, Callable[[], sa.Dialect]] = {
-    "sqlite": sqlite.pysqlite.dialect,
-    "postgresql": postgresql.psycopg.dialect,
-}
 _STORES: dict[str, type[Store]] = {"sqlite": SqliteStore, "postgresql": PostgresStore}
 _PASSWORD = re.compile(r"(://[^:/@]*:)[^@/]*@")
 

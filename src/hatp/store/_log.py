@@ -17,15 +17,14 @@ from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy import exc
 
 from hatp.clock import parse_time
 from hatp.errors import OutcomeConflict, RecordInvalid, StaleFence, TransactionUnknown
 from hatp.evidence import digest_bytes
 from hatp.model.txn import Decision, TxnState
+from hatp.store._driver import INTEGRITY_ERRORS, DriverSession
 from hatp.store._engine import Store, insert_or_ignore
 from hatp.store._schema import (
-    AnyRow,
     dump_json,
     from_ms,
     lease_end,
@@ -36,9 +35,17 @@ from hatp.store._schema import (
 )
 from hatp.version import PROTOCOL_VERSION
 
-_FINISHED = [state.value for state in TxnState if state.finished]
-_IS_OPEN = txn.c.state.not_in(_FINISHED)
+# Spelled out rather than NOT IN (...): an IN list cannot be compiled once (_driver.py).
+_IS_OPEN = sa.and_(*(txn.c.state != state.value for state in TxnState if state.finished))
 _OPEN_BY_STATE = sa.select(txn.c.state, sa.func.count()).where(_IS_OPEN).group_by(txn.c.state)
+_OPEN_IDS = sa.select(txn.c.txn_id).where(_IS_OPEN).order_by(txn.c.created_at, txn.c.txn_id)
+_CLAIMABLE = _OPEN_IDS.where(
+    sa.or_(
+        txn.c.owner.is_(None),
+        txn.c.lease_until.is_(None),
+        txn.c.lease_until <= sa.bindparam("at"),
+    )
+)
 
 
 @dataclass(frozen=True)
@@ -58,7 +65,7 @@ class TxnRow:
     updated_at: datetime
 
     @classmethod
-    def _from_row(cls, row: AnyRow) -> TxnRow:
+    def _from_row(cls, row: Any) -> TxnRow:
         return cls(
             txn_id=row.txn_id,
             plan=load_json(row.plan),
@@ -123,15 +130,14 @@ class DecisionLog:
             "created_at": at,
             "updated_at": at,
         }
-        with self._store.transaction() as conn:
-            stmt = _create_statement(conn.dialect.name)
-            if conn.execute(stmt, values).first() is None:
+        with self._store.driver_session() as session:
+            stmt = _create_statement(session.dialect)
+            if session.execute(stmt, values).first() is None:
                 raise OutcomeConflict(
                     f"transaction {txn_id} is already in the log; choose another id",
                     txn_id=txn_id,
                 )
-            if rows:
-                conn.execute(_INSERT_EVENT, rows)
+            session.executemany(_INSERT_EVENT, rows)
         return 1
 
     def append(
@@ -178,13 +184,13 @@ class DecisionLog:
         # check and the inserts. _APPEND sets the columns ``changes`` names.
         stmt = _APPEND if changes else _CHECK_FENCE
         params = {**changes, "k_txn_id": txn_id, "k_fence": fence}
-        with self._store.transaction() as conn:
-            if conn.execute(stmt, params).first() is None:
-                raise _refusal(conn, txn_id, fence)
+        with self._store.driver_session() as session:
+            if session.execute(stmt, params).first() is None:
+                raise _refusal(session, txn_id, fence)
             if rows:
                 try:
-                    conn.execute(_INSERT_EVENT, rows)
-                except exc.IntegrityError as error:
+                    session.executemany(_INSERT_EVENT, rows)
+                except INTEGRITY_ERRORS as error:
                     seqs = [row["seq"] for row in rows]
                     raise StaleFence(
                         f"transaction {txn_id} already has an event at one of seq {seqs}: "
@@ -220,11 +226,11 @@ class DecisionLog:
             "lease_until": lease_end(now, lease_seconds),
             "updated_at": at,
         }
-        with self._store.transaction() as conn:
-            won = conn.execute(_ACQUIRE, params).first()
+        with self._store.driver_session() as session:
+            won = session.execute(_ACQUIRE, params).first()
             if won is not None:
                 return int(won.fence)
-            if _current(conn, txn_id) is None:
+            if _current(session, txn_id) is None:
                 raise _unknown(txn_id)
             return None
 
@@ -244,9 +250,9 @@ class DecisionLog:
             "k_owner": owner,
             "lease_until": lease_end(now, lease_seconds),
         }
-        with self._store.transaction() as conn:
-            if conn.execute(_HOLDER_UPDATE, params).first() is None:
-                raise _refusal(conn, txn_id, fence)
+        with self._store.driver_session() as session:
+            if session.execute(_HOLDER_UPDATE, params).first() is None:
+                raise _refusal(session, txn_id, fence)
 
     def release(self, txn_id: str, owner: str, fence: int) -> None:
         """Give the lease up, so another coordinator may acquire it at once.
@@ -265,13 +271,13 @@ class DecisionLog:
             "owner": None,
             "lease_until": None,
         }
-        with self._store.transaction() as conn:
-            if conn.execute(_HOLDER_UPDATE, params).first() is not None:
+        with self._store.driver_session() as session:
+            if session.execute(_HOLDER_UPDATE, params).first() is not None:
                 return
-            current = _current(conn, txn_id)
+            current = _current(session, txn_id)
             if current is not None and current.fence == fence and current.owner is None:
                 return
-            raise _refusal(conn, txn_id, fence)
+            raise _refusal(session, txn_id, fence)
 
     def get(self, txn_id: str) -> TxnRow:
         """Return the transaction's row.
@@ -280,8 +286,8 @@ class DecisionLog:
             TransactionUnknown: no such transaction.
             StoreUnavailable: the database failed.
         """
-        with self._store.transaction() as conn:
-            row = conn.execute(_GET, {"txn_id": txn_id}).first()
+        with self._store.read_session() as session:
+            row = session.execute(_GET, {"txn_id": txn_id}).first()
         if row is None:
             raise _unknown(txn_id)
         return TxnRow._from_row(row)
@@ -293,9 +299,9 @@ class DecisionLog:
             TransactionUnknown: no such transaction.
             StoreUnavailable: the database failed.
         """
-        with self._store.transaction() as conn:
-            texts = conn.execute(_EVENTS, {"txn_id": txn_id}).scalars().all()
-            if not texts and _current(conn, txn_id) is None:
+        with self._store.read_session() as session:
+            texts = session.execute(_EVENTS, {"txn_id": txn_id}).scalars()
+            if not texts and _current(session, txn_id) is None:
                 raise _unknown(txn_id)
         return [load_json(text) for text in texts]
 
@@ -309,11 +315,11 @@ class DecisionLog:
             TransactionUnknown: no such transaction.
             StoreUnavailable: the database failed.
         """
-        with self._store.transaction() as conn:
-            head = conn.execute(_HEAD, {"txn_id": txn_id}).first()
+        with self._store.read_session() as session:
+            head = session.execute(_HEAD, {"txn_id": txn_id}).first()
             if head is None:
                 raise _unknown(txn_id)
-            texts = conn.execute(_EVENTS, {"txn_id": txn_id}).scalars().all()
+            texts = session.execute(_EVENTS, {"txn_id": txn_id}).scalars()
         return {
             "hatpVersion": PROTOCOL_VERSION,
             "recordId": txn_id,
@@ -323,9 +329,8 @@ class DecisionLog:
 
     def open_transactions(self) -> builtins.list[str]:
         """Return the ids of transactions not yet committed or aborted, oldest first."""
-        stmt = sa.select(txn.c.txn_id).where(_IS_OPEN).order_by(txn.c.created_at, txn.c.txn_id)
-        with self._store.transaction() as conn:
-            return builtins.list(conn.execute(stmt).scalars().all())
+        with self._store.read_session() as session:
+            return session.execute(_OPEN_IDS).scalars()
 
     def open_by_state(self) -> dict[TxnState, int]:
         """Return how many transactions are open, by state (states with none left out).
@@ -333,23 +338,14 @@ class DecisionLog:
         Raises:
             StoreUnavailable: the database failed.
         """
-        with self._store.transaction() as conn:
-            rows = conn.execute(_OPEN_BY_STATE).all()
+        with self._store.read_session() as session:
+            rows = session.execute(_OPEN_BY_STATE).all()
         return {TxnState(state): int(count) for state, count in rows}
 
     def claimable(self, now: datetime) -> builtins.list[str]:
         """Return the open transactions no one holds a live lease on, oldest first."""
-        at = to_ms(now)
-        stmt = (
-            sa.select(txn.c.txn_id)
-            .where(
-                _IS_OPEN,
-                sa.or_(txn.c.owner.is_(None), txn.c.lease_until.is_(None), txn.c.lease_until <= at),
-            )
-            .order_by(txn.c.created_at, txn.c.txn_id)
-        )
-        with self._store.transaction() as conn:
-            return builtins.list(conn.execute(stmt).scalars().all())
+        with self._store.read_session() as session:
+            return session.execute(_CLAIMABLE, {"at": to_ms(now)}).scalars()
 
     def list(
         self, *, limit: int = 50, state: TxnState | None = None, initiator: str | None = None
@@ -373,9 +369,9 @@ class DecisionLog:
             stmt = stmt.where(txn.c.plan.contains(named, autoescape=True))
         found: builtins.list[TxnRow] = []
         page = stmt
-        with self._store.transaction() as conn:
+        with self._store.read_session() as session:
             while True:
-                rows = conn.execute(page).all()
+                rows = session.execute(page).all()
                 found += [
                     row
                     for row in map(TxnRow._from_row, rows)
@@ -392,10 +388,10 @@ class DecisionLog:
                 )
 
 
-# Statements are built once and executed with parameters, so SQLAlchemy's
-# compiled cache serves every call. An UPDATE without .values() sets the
-# columns its parameters name; the WHERE clause's parameters are named k_*
-# to keep them apart from those.
+# Statements are built once and executed with parameters; those the methods
+# above run on the driver are compiled once per dialect (hatp.store._driver).
+# An UPDATE without .values() sets the columns its parameters name; the WHERE
+# clause's parameters are named k_* to keep them apart from those.
 _EVENTS = (
     sa.select(record_event.c.event)
     .where(record_event.c.txn_id == sa.bindparam("txn_id"))
@@ -453,17 +449,17 @@ def _event_time(event: dict[str, Any]) -> int | None:
         return None
 
 
-def _current(conn: sa.Connection, txn_id: str) -> AnyRow | None:
-    return conn.execute(_CURRENT, {"txn_id": txn_id}).first()
+def _current(session: DriverSession, txn_id: str) -> Any:
+    return session.execute(_CURRENT, {"txn_id": txn_id}).first()
 
 
 def _unknown(txn_id: str) -> TransactionUnknown:
     return TransactionUnknown(f"transaction {txn_id} is not in the log", txn_id=txn_id)
 
 
-def _refusal(conn: sa.Connection, txn_id: str, fence: int) -> Exception:
+def _refusal(session: DriverSession, txn_id: str, fence: int) -> Exception:
     """Why a fenced write matched no row: an unknown transaction or a stale fence."""
-    current = _current(conn, txn_id)
+    current = _current(session, txn_id)
     if current is None:
         return _unknown(txn_id)
     if current.fence != fence:

@@ -21,7 +21,8 @@ from enum import StrEnum
 import sqlalchemy as sa
 
 from hatp.errors import ApprovalUnknown
-from hatp.store._engine import DriverStatement, Store, insert_or_ignore
+from hatp.store._driver import DriverStatement
+from hatp.store._engine import Store, insert_or_ignore
 from hatp.store._schema import AnyRow, from_ms, to_ms, used_approval
 
 __all__ = ["UseOutcome", "UsedApproval", "UsedApprovals"]

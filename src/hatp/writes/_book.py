@@ -9,7 +9,7 @@ The statements an execution runs (reading the plan and its approval,
 reserving, locking and completing the key, the journal entry, the plan's
 status) go straight to the driver's cursor of the caller's connection
 (:func:`_driver_rows`), in the caller's transaction, compiled once per
-dialect (:class:`~hatp.store._engine.DriverStatement`): SQLAlchemy's
+dialect (:class:`~hatp.store._driver.DriverStatement`): SQLAlchemy's
 per-statement execution machinery costs more than each of these statements
 itself. Nothing else changes: the same SQL, the same transaction, a
 driver's error still leaves as SQLAlchemy's (so the store reports it as
@@ -27,7 +27,8 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from hatp.store._engine import DriverStatement, dialect_insert
+from hatp.store._driver import DriverStatement
+from hatp.store._engine import dialect_insert
 from hatp.store._schema import dump_json, to_ms
 from hatp.writes._tables import (
     ApprovalRow,
