@@ -139,8 +139,9 @@ def take_census(rig: Rig) -> Census:
                 census.canonical_by[caller_code.co_name if caller_code else "?"] += 1
             elif name == "digest_bytes":
                 census.evidence[bytes(frame.f_locals["data"])] = None
-                if caller_code is not digest.__code__:  # a stored canonical text, digested
+                if caller_code is not digest.__code__:  # a canonical text kept, digested
                     census.evidence_calls += 1
+                    census.calls["digests"] += 1
             elif name == "deepcopy":
                 if caller_code is None or caller_code.co_filename != copy_module:
                     census.calls["deep copies"] += 1  # top-level ones; not the recursion
