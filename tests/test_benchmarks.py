@@ -271,3 +271,12 @@ def test_cli_benchmark_json_is_one_object_with_a_verdict_per_target() -> None:
         True,
         True,
     ]
+
+
+def test_trip_cpu_quick_run_prints_the_least_batch_per_database() -> None:
+    """SQLite always; PostgreSQL when a server answers, else skipped with why."""
+    out = quick_run("trip_cpu.py")
+    line = r" +cpu ms/txn (\d+\.\d+)  least (\d+\.\d+)$"
+    sqlite = re.search("^sqlite" + line, out, re.MULTILINE)
+    assert sqlite is not None and float(sqlite.group(2)) > 0, out
+    assert re.search("^postgresql" + line, out, re.MULTILINE) or "postgresql  skipped: " in out
