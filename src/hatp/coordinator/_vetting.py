@@ -151,10 +151,11 @@ def vet_estimate(
     plan_digest: str,
 ) -> tuple[ChainEstimate | None, str | None]:
     """Check a chain estimate: the asked gateway's word on this group of this plan."""
-    return _from_gateway(
+    parsed, _, problem = _said(
         ChainEstimate, "chain estimate", estimate, keyring, gateway_id, txn_id, group_id,
         plan_digest,
     )  # fmt: skip
+    return parsed, problem
 
 
 def describe(exc: BaseException, timeout: float | None) -> str:
@@ -322,24 +323,9 @@ def vet_pending(
     plan_digest: str,
 ) -> tuple[PendingVote | None, str | None]:
     """Check a pending vote; return it parsed, and the problem if it is not for this ask."""
-    return _from_gateway(
+    parsed, _, problem = _said(
         PendingVote, "pending vote", pending, keyring, gateway_id, txn_id, group_id, plan_digest
     )
-
-
-def _from_gateway(
-    model: type[_Said],
-    what: str,
-    doc: Mapping[str, Any],
-    keyring: Keyring,
-    gateway_id: str,
-    txn_id: str,
-    group_id: str,
-    plan_digest: str,
-) -> tuple[_Said | None, str | None]:
-    """``doc`` parsed, and the first reason it is not the asked gateway's word on this
-    group of this plan, if any."""
-    parsed, _, problem = _said(model, what, doc, keyring, gateway_id, txn_id, group_id, plan_digest)
     return parsed, problem
 
 
@@ -353,7 +339,8 @@ def _said(
     group_id: str,
     plan_digest: str,
 ) -> tuple[_Said | None, Verified | None, str | None]:
-    """:func:`_from_gateway`, with who signed ``doc`` (``None`` if it does not verify)."""
+    """``doc`` parsed; who signed it (``None`` if it does not verify); and the first
+    reason it is not the asked gateway's word on this group of this plan, if any."""
     parsed = _parsed(model, what, doc)
     if isinstance(parsed, str):
         return None, None, parsed
