@@ -12,7 +12,6 @@ from hatp.errors import InvalidJson
 from hatp.model._base import MAX_JSON_DEPTH, MAX_SAFE_INTEGER
 
 _T = TypeVar("_T")
-_SCALARS = frozenset({str, int, bool, type(None)})
 _ORJSON_OPTIONS = orjson.OPT_SORT_KEYS | orjson.OPT_STRICT_INTEGER
 # What orjson would otherwise turn into JSON of its own choosing (a datetime into
 # a string, a dataclass into an object): refused, so copy_json deep-copies them.
@@ -27,54 +26,25 @@ def canonicalize(value: Any) -> bytes:
     """Return the RFC 8785 canonical JSON bytes of a parsed JSON value.
 
     ``rfc8785`` is the reference. It is pure Python and costs about four
-    Ed25519 signatures for a 2 KB plan, so values that hold no floats and
-    only ASCII keys go through ``orjson`` instead: for those, orjson's sorted
-    compact output is byte-for-byte RFC 8785 (same escapes, same key order,
-    same integers), which the test suite checks against ``rfc8785`` with
-    hypothesis. Everything else, and anything orjson refuses, takes the
-    reference path, which names the problem.
+    Ed25519 signatures for a 2 KB plan, so plain values (no floats, only
+    ASCII keys: :func:`canonical_plain`) go through ``orjson`` instead: for
+    those, orjson's sorted compact output is byte-for-byte RFC 8785 (same
+    escapes, same key order, same integers), which the test suite checks
+    against ``rfc8785`` with hypothesis. Everything else, and anything orjson
+    refuses, takes the reference path, which names the problem.
 
     Raises:
         InvalidJson: the value has no canonical form (a non-finite or
             out-of-range number, a lone surrogate, a non-string key, a type
             that is not JSON).
     """
-    try:
-        fast = _fast_path_ok(value)
-    except RecursionError:
-        fast = False  # the reference path below refuses it by name
-    if fast:
-        try:
-            return orjson.dumps(value, option=_ORJSON_OPTIONS)
-        except (TypeError, orjson.JSONEncodeError):
-            pass  # the reference path below raises with a precise message
+    plain = canonical_plain(value)
+    if plain is not None:
+        return plain
     try:
         return rfc8785.dumps(value)
     except (rfc8785.CanonicalizationError, RecursionError, UnicodeError) as exc:
         raise InvalidJson(f"value has no RFC 8785 canonical form: {exc}", where="(value)") from None
-
-
-def _fast_path_ok(value: Any) -> bool:
-    """Whether orjson's output for ``value`` is exactly RFC 8785.
-
-    Floats are formatted differently (orjson writes ``1.0``, RFC 8785 ``1``)
-    and keys are sorted by code point rather than UTF-16 unit, which differs
-    only outside ASCII, so either sends the value to the reference path.
-    """
-    kind = type(value)
-    if kind is dict:
-        for key, item in value.items():
-            if type(key) is not str or not key.isascii():
-                return False
-            if type(item) not in _SCALARS and not _fast_path_ok(item):
-                return False
-        return True
-    if kind is list or kind is tuple:
-        for item in value:  # noqa: SIM110  (a plain loop beats all() on this hot path)
-            if type(item) not in _SCALARS and not _fast_path_ok(item):
-                return False
-        return True
-    return kind in _SCALARS
 
 
 def canonical_plain(value: Any, depth: int = 0) -> bytes | None:

@@ -154,7 +154,7 @@ class RecordWriter:
 
 
 def _parsed(texts: list[bytes]) -> list[dict[str, Any]]:
-    """Events parsed from their canonical bytes, in one go."""
+    """Events parsed from the JSON bytes the writer keeps, in one go."""
     events: list[dict[str, Any]] = orjson.loads(b"[" + b",".join(texts) + b"]")
     return events
 
