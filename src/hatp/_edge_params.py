@@ -18,7 +18,7 @@ from typing import Annotated, Any, Final, Literal
 
 from pydantic import Field, StrictInt, StringConstraints, model_validator
 
-from hatp.clock import parse_time
+from hatp.clock import format_time, parse_time
 from hatp.coordinator import ApprovalRequest
 from hatp.directory import Directory
 from hatp.errors import AskInvalid
@@ -53,9 +53,11 @@ __all__ = [
     "TxnParams",
     "TxnStateAnswer",
     "TxnSummary",
+    "VoteParams",
     "WithdrawParams",
     "WithdrawTxnParams",
     "approval_request",
+    "ask_params",
     "resolve_answer",
 ]
 
@@ -153,6 +155,14 @@ class TightenParams(HatpParams):
     decide_by: WireTime
 
 
+class VoteParams(HatpParams):
+    """``POST /gateway/asks/{askId}/votes``: a person's signed HumanVote on the ask, from
+    whoever holds it (its signature is checked, not who delivers it)."""
+
+    ask_id: str = Field(min_length=1, max_length=256)
+    vote: dict[str, Any] = Field(description="the signed HumanVote (schemas/HumanVote.json)")
+
+
 class QuestionParams(HatpParams):
     """``ask/question``: the Question (wire form)."""
 
@@ -210,6 +220,19 @@ def approval_request(params: AskParams) -> ApprovalRequest:
         decide_by=parse_time(params.decide_by),
         terms=params.terms,
     )
+
+
+def ask_params(request: ApprovalRequest) -> dict[str, Any]:
+    """The params of ``txn/ask`` (and ``txn/estimate``) for ``request``: what a client of
+    a gateway elsewhere sends (the reverse of :func:`approval_request`)."""
+    return {
+        "txnId": request.txn_id,
+        "plan": request.plan.to_wire(),
+        "planDigest": request.plan_digest,
+        "groupId": request.group.group_id,
+        "decideBy": format_time(request.decide_by),
+        "terms": request.terms,
+    }
 
 
 def resolve_answer(directory: Directory, params: ResolveParams) -> dict[str, Any]:

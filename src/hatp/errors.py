@@ -13,6 +13,7 @@ MCP JSON-RPC error.
     ├── SignatureInvalid       SIGNATURE_INVALID   (data.reason says which check)
     ├── KeyInvalid             KEY_INVALID
     ├── KeyringInvalid         KEYRING_INVALID
+    ├── KeySetInvalid          KEYSET_INVALID      (data.reason: a key of KEYSET_REASONS)
     ├── RecordInvalid          RECORD_INVALID
     ├── PlanInvalid            PLAN_INVALID        (data.reason says which rule)
     ├── PreconditionChanged    PRECONDITION_CHANGED
@@ -73,6 +74,9 @@ MCP JSON-RPC error.
     ├── InviteInvalid          INVITE_INVALID      (data.reason: a key of INVITE_REASONS)
     ├── OriginRefused          ORIGIN_REFUSED      (HTTP 403; data.origin)
     ├── CallerRefused          CALLER_REFUSED      (HTTP 403; data.caller, data.named)
+    ├── DeliveryFailed         DELIVERY_FAILED     (data.reason: a key of DELIVERY_REASONS)
+    ├── WebhookInvalid         WEBHOOK_INVALID     (data.reason: a key of WEBHOOK_REASONS)
+    ├── LinkRefused            LINK_REFUSED        (data.reason: a key of LINK_REASONS)
     ├── NotFound               NOT_FOUND           (HTTP 404; data.path)
     ├── MethodNotAllowed       METHOD_NOT_ALLOWED  (HTTP 405; data.method, data.allowed)
     └── UnsupportedMediaType   UNSUPPORTED_MEDIA_TYPE (HTTP 415; data.content_type)
@@ -192,6 +196,9 @@ SIGNATURE_REASON_RULES: dict[str, str] = {
     "BAD_ENCODING": "SIG-ENCODING",
     "BAD_LENGTH": "SIG-LENGTH",
     "BAD_SIGNATURE": "SIG-CRYPTO",
+    "KEY_NOT_YET_VALID": "SIG-PERIOD",
+    "KEY_EXPIRED": "SIG-PERIOD",
+    "KEY_REVOKED": "SIG-PERIOD",
 }
 
 
@@ -219,6 +226,36 @@ class KeyringInvalid(HatpError):
     """A keyring document is malformed."""
 
     code = "KEYRING_INVALID"
+
+
+class KeySetInvalid(_Reasoned, HatpError):
+    """An organisation's key set is refused and none of its keys is used.
+
+    ``data.reason`` is a key of :data:`KEYSET_REASONS`, ``data.rule`` the rule it
+    enforces; ``data.organisation`` and ``data.version`` name the set when they are known.
+    """
+
+    code = "KEYSET_INVALID"
+
+
+#: Every ``KEYSET_INVALID`` reason and the rule it enforces (docs/spec.md §4), in the
+#: order a key set is checked.
+KEYSET_REASONS: dict[str, str] = {
+    "SHAPE": "a key set has the KeySet form: members and types, each kid once and none the "
+    "root's, revokedAt iff revoked, notAfter after notBefore (KEYSET-DOC)",
+    "UNSIGNED": "a key set carries its root's signature (KEYSET-ORDER)",
+    "ROOT_MISMATCH": "its root key's RFC 7638 thumbprint is the one pinned (KEYSET-PIN)",
+    "BAD_SIGNATURE": "it is signed by its root key, and the signature verifies (KEYSET-ORDER)",
+    "EXPIRED": "it is used before its expiresAt; after that, fetch it again (KEYSET-ORDER)",
+    "NOT_YET_ISSUED": "its issuedAt is at most 5 minutes ahead of the verifier's clock "
+    "(KEYSET-ORDER)",
+    "ROLLED_BACK": "its version is not below the newest seen, and a set of that version is "
+    "the one seen (KEYSET-ORDER)",
+    "UNREACHABLE": "it is fetched from its URL: an answer, HTTP 200, at most 1 MiB of JSON, "
+    "no redirect to another origin (KEYSET-FETCH)",
+}
+
+__all__ += ["KEYSET_REASONS", "KeySetInvalid"]
 
 
 class RecordInvalid(HatpError):
@@ -508,8 +545,10 @@ def error_from_dict(doc: Mapping[str, Any]) -> HatpError:
         reason = str(data.pop("reason", "UNKNOWN"))
         data.pop("rule", None)
         return SignatureInvalid(reason, message, **data)
-    if cls is PlanInvalid:
-        return PlanInvalid(str(data.pop("reason", "SHAPE")), message, **data)
+    if cls in _REASON_FIRST:
+        reason_first: Any = cls
+        made: HatpError = reason_first(str(data.pop("reason", "UNKNOWN")), message, **data)
+        return made
     return cls(message, **data)
 
 
@@ -1097,6 +1136,60 @@ __all__ += [
 # --- Who calls the JSON API (docs/spec.md §25) ---
 
 
+#: Every ``DELIVERY_FAILED`` reason (docs/spec.md [OUTBOX-RETRY]).
+DELIVERY_REASONS: dict[str, str] = {
+    "NO_ADDRESS": "the channel holds no contact details for this person (next channel at once)",
+    "CONNECT": "the receiver could not be reached (retried)",
+    "TIMEOUT": "the receiver did not answer in time (retried)",
+    "SERVER_ERROR": "the receiver answered 5xx or 429, or the mail server a 4xx (retried)",
+    "REJECTED": "the receiver answered 4xx, or the mail server refused the message (not retried)",
+}
+
+
+class DeliveryFailed(_Reasoned, HatpError):
+    """A push channel (webhook, e-mail) did not deliver a notice from the gateway's
+    outbox. ``data.reason`` is a key of :data:`DELIVERY_REASONS`; ``data.retryable``
+    says whether the outbox tries this channel again (with backoff) or moves on to the
+    person's next channel. Nothing about the ask changes because of it."""
+
+    code = "DELIVERY_FAILED"
+
+
+#: Every ``WEBHOOK_INVALID`` reason (docs/spec.md [WEBHOOK-VERIFY]).
+WEBHOOK_REASONS: dict[str, str] = {
+    "HEADERS": "a signature header is missing or malformed",
+    "STALE": "the timestamp is outside the receiver's tolerance (a replay, or a clock off)",
+    "KID_UNKNOWN": "the key id is not in the receiver's keyring, or its issuer is not trusted",
+    "BAD_SIGNATURE": "the signature does not verify over the timestamp and the canonical body",
+    "BODY": "the body is not a notice document in canonical JSON",
+}
+
+
+class WebhookInvalid(_Reasoned, HatpError):
+    """A webhook a receiver got does not verify as the gateway's (``data.reason``: a key
+    of :data:`WEBHOOK_REASONS`): do not act on it."""
+
+    code = "WEBHOOK_INVALID"
+
+
+#: Every ``LINK_REFUSED`` reason (docs/spec.md [OUTBOX-LINK]).
+LINK_REASONS: dict[str, str] = {
+    "INVALID": "the link is not one this gateway signed for a notice it sent",
+    "USED": "the link was opened before: it opens once",
+}
+
+
+class LinkRefused(_Reasoned, HatpError):
+    """A single-use link to the approver page that does not open (``data.reason``: a key
+    of :data:`LINK_REASONS`): sign in on the approver page to see the asks waiting."""
+
+    code = "LINK_REFUSED"
+
+
+__all__ += ["DELIVERY_REASONS", "WEBHOOK_REASONS", "DeliveryFailed", "WebhookInvalid"]
+__all__ += ["LINK_REASONS", "LinkRefused"]
+
+
 class CallerRefused(HatpError):
     """An agent's token was used to speak for another agent: the request names
     ``data.named`` where the token is ``data.caller``'s (HTTP 403); nothing was done."""
@@ -1127,3 +1220,8 @@ class UnsupportedMediaType(HatpError):
 
 
 __all__ += ["CallerRefused", "MethodNotAllowed", "NotFound", "UnsupportedMediaType"]
+
+
+#: The errors made as ``cls(reason, message, **data)`` rather than ``cls(message, **data)``
+#: (:func:`error_from_dict` rebuilds them so).
+_REASON_FIRST: tuple[type[HatpError], ...] = (PlanInvalid,)

@@ -5,6 +5,7 @@ refusing a database at a revision it does not run on ([STORE-SCHEMA-CLI],
 from __future__ import annotations
 
 import asyncio
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -16,9 +17,10 @@ from typer.testing import CliRunner
 from hatp.cli import app
 from hatp.errors import SchemaMismatch
 from hatp.http import ServeConfig, open_services
-from hatp.store import open_store
+from hatp.store import Outbox, OutboxRow, open_store
 
 runner = CliRunner()
+NOW = datetime(2026, 12, 6, 9, 0, tzinfo=UTC)
 
 
 def _set_revision(db: Path, revision: str | None) -> None:
@@ -37,19 +39,19 @@ def _set_revision(db: Path, revision: str | None) -> None:
 
 
 def test_upgrade_brings_a_fresh_database_to_the_newest_and_prints_from_to(tmp_path: Path) -> None:
-    """[STORE-SCHEMA-CLI] a fresh database: "none -> 0002"; again: "0002 -> 0002"; exit 0."""
+    """[STORE-SCHEMA-CLI] a fresh database: "none -> 0003"; again: "0003 -> 0003"; exit 0."""
     db = str(tmp_path / "hatp.db")
     first = runner.invoke(app, ["db", "upgrade", "--db", db])
     assert first.exit_code == 0, first.output
-    assert first.stdout == "none -> 0002\n"
+    assert first.stdout == "none -> 0003\n"
     again = runner.invoke(app, ["db", "upgrade", "--db", db])
     assert again.exit_code == 0, again.output
-    assert again.stdout == "0002 -> 0002\n"
+    assert again.stdout == "0003 -> 0003\n"
     assert "nothing to do" in again.stderr
 
 
 def test_current_prints_the_revision_and_changes_nothing(tmp_path: Path) -> None:
-    """[STORE-SCHEMA-CLI] an empty file: "none", no table made; after opening: "0002"."""
+    """[STORE-SCHEMA-CLI] an empty file: "none", no table made; after opening: "0003"."""
     db = tmp_path / "hatp.db"
     empty = runner.invoke(app, ["db", "current", "--db", str(db)])
     assert empty.exit_code == 0, empty.output
@@ -60,22 +62,23 @@ def test_current_prints_the_revision_and_changes_nothing(tmp_path: Path) -> None
     engine.dispose()
     open_store(db).close()
     current = runner.invoke(app, ["db", "current", "--db", str(db)])
-    assert (current.exit_code, current.stdout) == (0, "0002\n")
+    assert (current.exit_code, current.stdout) == (0, "0003\n")
 
 
 def test_upgrade_stamps_a_database_made_before_revisions(tmp_path: Path) -> None:
-    """[STORE-SCHEMA-CLI] every baseline table and no revision: "none -> 0002", the rows
+    """[STORE-SCHEMA-CLI] every baseline table and no revision: "none -> 0003", the rows
     kept."""
     db = tmp_path / "hatp.db"
     open_store(db).close()
     engine = sa.create_engine(f"sqlite:///{db}", poolclass=NullPool)
     with engine.begin() as conn:  # made before revisions: no later revision's table
         conn.exec_driver_sql("DROP TABLE hatp_gate_ask")
+        conn.exec_driver_sql("DROP TABLE hatp_outbox")
     engine.dispose()
     _set_revision(db, None)
     result = runner.invoke(app, ["db", "upgrade", "--db", str(db)])
     assert result.exit_code == 0, result.output
-    assert result.stdout == "none -> 0002\n"
+    assert result.stdout == "none -> 0003\n"
     assert "unversioned" in result.stderr
 
 
@@ -145,8 +148,37 @@ def test_open_services_refuses_a_database_newer_than_this_hatp(tmp_path: Path) -
         async with open_services(ServeConfig(db=str(db), port=0)) as services:
             return services.notes
 
-    assert f"store: {db} (schema revision 0002)" in asyncio.run(notes())
+    assert f"store: {db} (schema revision 0003)" in asyncio.run(notes())
     _set_revision(db, "9999")
     with pytest.raises(SchemaMismatch) as refused:
         asyncio.run(notes())
     assert refused.value.reason == "NEWER"
+
+
+def test_notices_reports_the_outbox_by_channel_and_state_and_one_asks_notices(
+    tmp_path: Path,
+) -> None:
+    """[OUTBOX] ``hatp db notices``: counts by channel and state; with --ask, each notice
+    with its attempts and last failure; a database it cannot use: exit 2."""
+    db = tmp_path / "hatp.db"
+    store = open_store(db)
+    try:
+        rows = [
+            OutboxRow("ntc_1", "ask-1", "human://acme.com/bob", "webhook", "ask", {}),
+            OutboxRow("ntc_2", "ask-1", "human://acme.com/bob", "email", "ask", {}),
+        ]
+        with store.driver_session() as session:
+            Outbox.add(session, rows, NOW)
+        Outbox(store).failed("ntc_1", NOW, "REJECTED: HTTP 410")
+    finally:
+        store.close()
+    counts = runner.invoke(app, ["db", "notices", "--db", str(db)])
+    assert counts.exit_code == 0, counts.output
+    assert counts.stdout.splitlines() == ["email\tpending\t1", "webhook\tfailed\t1"]
+    one = runner.invoke(app, ["db", "notices", "--db", str(db), "--ask", "ask-1"])
+    assert one.exit_code == 0, one.output
+    lines = sorted(one.stdout.splitlines())
+    assert lines[0].endswith("webhook\tfailed\t0\tREJECTED: HTTP 410")
+    assert "2 notice(s) about ask ask-1" in one.stderr
+    refused = runner.invoke(app, ["db", "notices", "--db", str(tmp_path)])
+    assert refused.exit_code == 2

@@ -127,6 +127,9 @@ def test_a_plan_is_submitted_followed_listed_and_its_record_verifies(
     assert first.exit_code == 0, first.stderr
     txn_id, state = first.stdout.strip().split("\t")
     assert (txn_id, state in ("active", "committing", "committed")) == ("trip-cli-1", True)
+    # Both trips add to the same traveller's calendar: one begun while the other is still
+    # open would see the calendar change under its dry run and abort, as it should.
+    assert demo.finished("trip-cli-1") == {"trip-cli-1": "committed"}
     second = _hatp("txn", "submit", str(wrapped), "--server", demo.url, "--json")
     assert second.exit_code == 0, second.stderr
     assert json.loads(second.stdout)["txnId"] == "trip-cli-2"

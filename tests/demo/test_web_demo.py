@@ -33,8 +33,9 @@ runner = CliRunner()
 BOUND = 60.0
 
 
-async def _approver(ready: asyncio.Future[WebReady], decision: str) -> None:
-    """The finance approver at the page: register from the invitation, sign in, vote."""
+async def _approver(ready: asyncio.Future[WebReady], decision: str, notices: list[str]) -> None:
+    """The finance approver at the page: register from the invitation, sign in, wait for
+    the e-mail (after the webhook failed), open its link, and vote on the page."""
     shown = await ready
     token = shown.invite.split("#invite=", 1)[1]
     device = SoftwareAuthenticator("localhost", "bob-device", origin=shown.url)
@@ -50,6 +51,12 @@ async def _approver(ready: asyncio.Future[WebReady], decision: str) -> None:
         await post("enrol", {"invite": token, "credential": device.register(challenge)})
         options = await post("sign-in/options", {})
         await post("sign-in", {"credential": device.assertion(b64url_decode(options["challenge"]))})
+        while not any(line.startswith("e-mail to") for line in notices):
+            await asyncio.sleep(0.05)
+        mailed = next(line for line in notices if line.startswith("e-mail to"))
+        link = mailed.rsplit("open it: ", 1)[1]
+        opened = await http.get(link.removeprefix(shown.url))
+        assert opened.status_code == 303, opened.text
         version: int | None = None
         while True:
             query = "" if version is None else f"?since={version}&waitSeconds=10"
@@ -58,6 +65,7 @@ async def _approver(ready: asyncio.Future[WebReady], decision: str) -> None:
                 break
             version = inbox["version"]
         ask_id = inbox["asks"][0]["askId"]
+        assert opened.headers["location"] == f"/approve/asks/{ask_id}"
         options = await post(f"asks/{ask_id}/options", {"decision": decision})
         credential = device.assertion(b64url_decode(options["challenge"]))
         voted = await post(f"asks/{ask_id}/vote", {"decision": decision, "credential": credential})
@@ -68,17 +76,19 @@ def _run(
     folder: Path,
     decision: str,
     **options: Any,
-) -> tuple[DemoRun | None, WebReady, list[str]]:
+) -> tuple[DemoRun | None, WebReady, list[str], list[str]]:
     registered: list[str] = []
+    notices: list[str] = []
 
     async def go() -> tuple[DemoRun | None, WebReady]:
         ready: asyncio.Future[WebReady] = asyncio.get_running_loop().create_future()
-        person = asyncio.create_task(_approver(ready, decision))
+        person = asyncio.create_task(_approver(ready, decision, notices))
         running = run_web_demo(
             folder,
             port=0,
             ready=ready.set_result,
             registered=registered.append,
+            notices=notices.append,
             **options,
         )
         demo = await asyncio.wait_for(running, BOUND)
@@ -86,7 +96,7 @@ def _run(
         return demo, ready.result()
 
     demo, shown = asyncio.run(go())
-    return demo, shown, registered
+    return demo, shown, registered, notices
 
 
 @pytest.mark.parametrize(
@@ -97,7 +107,7 @@ def test_the_approvers_passkey_vote_on_the_page_decides_the_trip(
 ) -> None:
     """[WEB-VOTE] [TXN-PASSKEY] with the passkey required: the trip ends as bob decides,
     every ledger whole or untouched, and the record verifies offline."""
-    demo, shown, registered = _run(tmp_path, decision, passkey=True)
+    demo, shown, registered, notices = _run(tmp_path, decision, passkey=True)
     assert demo is not None
     try:
         outcome: Outcome = demo.outcome
@@ -113,6 +123,11 @@ def test_the_approvers_passkey_vote_on_the_page_decides_the_trip(
         passkey = next(f for f in report.findings if f.rule == "TXN-PASSKEY")
         if decision == "approve":
             assert passkey.result is Result.PASS and "1 group needing one" in passkey.detail
+        # [OUTBOX] [GW-CHANNEL-NEXT] bob was told by webhook (busy, then gone), then mailed.
+        hooks = [line for line in notices if line.startswith("webhook to")]
+        assert [h.rsplit("-> ", 1)[1][:3] for h in hooks[:2]] == ["503", "410"]
+        assert all(f"webhook to {APPROVER}: ask" in h for h in hooks[:2])
+        assert (tmp_path / "mail" / "001.eml").is_file()
         saved = json.loads((tmp_path / "directory.json").read_text())
         bob = next(c for c in saved["cards"] if c["id"] == APPROVER)
         assert any(k.get("use") == "webauthn" for k in bob["keys"])

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from gateway.people import World, finance_directory
+from gateway.servers import Keeper, mail_server
 
 
 @pytest.fixture
@@ -23,3 +24,10 @@ def world(store_url: str) -> Iterator[World]:
     made = World(store_url, finance_directory())
     yield made
     made.close()
+
+
+@pytest.fixture
+def smtp() -> Iterator[tuple[Keeper, int]]:
+    """A real SMTP server on 127.0.0.1 and what it keeps."""
+    with mail_server() as running:
+        yield running

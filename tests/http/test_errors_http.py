@@ -10,6 +10,7 @@ from starlette.requests import Request
 
 from hatp.errors import (
     LEASE_REASONS,
+    LINK_REASONS,
     RESPONSE_REASONS,
     HatpError,
     InvalidJson,
@@ -79,9 +80,8 @@ def test_the_table_names_only_codes_that_exist() -> None:
     codes = _codes()
     for code, reason in HTTP_STATUS:
         assert code in codes
-        assert reason is None or reason in (
-            LEASE_REASONS if code == "LEASE_REFUSED" else RESPONSE_REASONS
-        )
+        reasons = {"LEASE_REFUSED": LEASE_REASONS, "LINK_REFUSED": LINK_REASONS}
+        assert reason is None or reason in reasons.get(code, RESPONSE_REASONS)
 
 
 def test_a_lease_refusal_for_a_reason_not_yet_known_is_403() -> None:

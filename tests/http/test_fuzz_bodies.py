@@ -480,6 +480,12 @@ def api(serve: Any) -> Iterator[Api]:
                 Call("GET", "/gateway/asks/{id}", id=ask_id, takes=waits),
                 Call("POST", "/gateway/asks/{id}/withdraw", {"reason": "not needed"}, ask_id),
                 Call("POST", "/gateway/asks/{id}/tighten", {"decideBy": ask["decideBy"]}, ask_id),
+                Call(
+                    "POST",
+                    "/gateway/asks/{id}/votes",
+                    {"vote": {"hatpVersion": "0.1", "askId": ask_id, "decision": "approve"}},
+                    ask_id,
+                ),
                 Call("POST", "/gateway/estimate", ask, fix=with_digest),
                 Call("POST", "/gateway/questions", {"question": served.question("q-fuzz-2")}),
                 Call("GET", "/gateway/questions/{id}", id=question_id, takes=waits),

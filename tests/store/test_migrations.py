@@ -1,7 +1,8 @@
 """[STORE-SCHEMA] the store's schema revisions: a database changes schema without losing a
 row, and a store refuses a database at a revision it does not run on.
 
-hatp's own revisions are ``0001`` (the baseline) and ``0002`` (adds ``hatp_gate_ask``).
+hatp's own revisions are ``0001`` (the baseline), ``0002`` (adds ``hatp_gate_ask``) and
+``0003`` (adds ``hatp_outbox``).
 After them comes the tests' own (``revisions/t0003_txn_note.py``): it copies
 ``hatp_txn`` (SQLite's batch mode) and adds an index to ``hatp_ask``.
 """
@@ -35,6 +36,8 @@ from hatp.store import (
     GateAsks,
     LeaseBook,
     Migrations,
+    Outbox,
+    OutboxRow,
     UsedApprovals,
     WebBook,
     open_store,
@@ -46,9 +49,9 @@ from racing import race
 NOW = datetime(2026, 12, 2, 9, 0, tzinfo=UTC)
 WITH_T0003_DIRS = (Path(__file__).with_name("revisions"),)
 WITH_T0003 = Migrations(*WITH_T0003_DIRS)
-HEAD = "0002"
+HEAD = "0003"
 BASELINE_TABLES = 14
-HEAD_TABLES = BASELINE_TABLES + 1  # 0002: hatp_gate_ask
+HEAD_TABLES = BASELINE_TABLES + 2  # 0002: hatp_gate_ask; 0003: hatp_outbox
 GATE_CALL = {
     "server": "s",
     "call_digest": "sha256:c",
@@ -67,8 +70,8 @@ def engine(store_url: str) -> Iterator[sa.Engine]:
 
 def fill(url: str, folder: Path) -> None:
     """Fill every kind of state the store holds, through the public API: a trip run to
-    commit (the log and the gateway's asks), a used approval, web-book rows, leases, and a
-    tool server's gate ask."""
+    commit (the log and the gateway's asks), a used approval, web-book rows, leases, a
+    tool server's gate ask, and a notice in the gateway's outbox."""
     clock = ManualClock(NOW)
     store = open_store(url)
     world = TripWorld.open(folder, clock)
@@ -95,6 +98,10 @@ def fill(url: str, folder: Path) -> None:
         leases.mark_escrow_told("lease-1", at=1)
         leases.add_rejection({"resource": "r", "leaseId": None, "reason": "SHAPE"}, at=2)
         GateAsks(store).start(tool="t", decide_by=later, now=NOW, **GATE_CALL)
+        notice = OutboxRow("ntc_1", "ask-1", "human://acme.com/alice", "email", "ask", {"n": 1})
+        with store.driver_session() as session:
+            Outbox.add(session, [notice], NOW)
+        Outbox(store).retry("ntc_1", NOW, later, "CONNECT: down")
     finally:
         world.close()
         store.close()
@@ -128,6 +135,7 @@ def test_a_revision_copying_a_table_keeps_every_row_STORE_SCHEMA(
     assert before["hatp_record_event"][0] > 3
     assert before["hatp_ask"][0] >= 1
     assert before["hatp_gate_ask"][0] == 1
+    assert before["hatp_outbox"][0] == 1
     assert sum(count for count, _ in before.values()) > 10
 
     status = upgrade_store(store_url, migrations=WITH_T0003)
@@ -181,6 +189,53 @@ def test_0002_adds_gate_asks_to_a_filled_database_at_0001_keeping_every_row_STOR
         opened.close()
 
 
+def test_0003_adds_the_outbox_to_a_filled_database_at_0002_keeping_every_row_STORE_SCHEMA(
+    store_url: str, engine: sa.Engine, tmp_path: Path
+) -> None:
+    """[STORE-SCHEMA] [OUTBOX] a filled database taken back to 0002 (0003's downgrade drops
+    hatp_outbox) is refused as BEHIND; ``upgrade_store`` brings it to 0003 with every row
+    of every other table equal, the outbox as the code declares it, and working."""
+    fill(store_url, tmp_path / "world")
+    with engine.begin() as conn:
+        command.downgrade(Migrations().config(conn), "0002")
+    assert "hatp_outbox" not in sa.inspect(engine).get_table_names()
+    before = {k: v for k, v in contents_at(engine, "hatp_outbox").items()}
+    assert before["hatp_gate_ask"][0] == 1
+    with pytest.raises(SchemaMismatch) as refused:
+        open_store(store_url)
+    assert (refused.value.reason, refused.value.data["revision"]) == ("BEHIND", "0002")
+
+    status = upgrade_store(store_url)
+
+    assert (status.found, status.before, status.after) == (Found.BEHIND, "0002", HEAD)
+    assert contents_at(engine, "hatp_outbox") == before
+    with engine.connect() as conn:
+        context = MigrationContext.configure(conn, opts={"version_table": "hatp_schema_version"})
+        assert compare_metadata(context, hatp.store._schema.metadata) == []
+    opened = open_store(store_url)
+    try:
+        notice = OutboxRow("ntc_2", "ask-2", "human://acme.com/bob", "webhook", "ask", {})
+        with opened.driver_session() as session:
+            Outbox.add(session, [notice], NOW)
+        (claimed,) = Outbox(opened).claim(NOW, NOW + timedelta(seconds=30), 5)
+        assert (claimed.notice_id, claimed.attempts) == ("ntc_2", 1)
+    finally:
+        opened.close()
+
+
+def contents_at(engine: sa.Engine, *without: str) -> dict[str, tuple[int, str]]:
+    """:func:`contents` of the code's tables but ``without`` (tables a downgrade dropped)."""
+    kept = [t for t in hatp.store._schema.metadata.sorted_tables if t.name not in without]
+    found: dict[str, tuple[int, str]] = {}
+    with engine.connect() as conn:
+        for table in kept:
+            query = sa.select(*table.columns).order_by(*table.primary_key.columns)
+            rows = conn.execute(query).all()
+            text = "\n".join(repr(tuple(row)) for row in rows)
+            found[table.name] = (len(rows), hashlib.sha256(text.encode()).hexdigest())
+    return found
+
+
 def test_a_fresh_database_is_created_at_the_head_as_the_code_declares_STORE_SCHEMA(
     store_url: str, engine: sa.Engine
 ) -> None:
@@ -212,6 +267,7 @@ def test_a_database_made_before_revisions_is_stamped_with_the_baseline_STORE_SCH
     store.close()
     with engine.begin() as conn:
         conn.exec_driver_sql("DROP TABLE hatp_gate_ask")
+        conn.exec_driver_sql("DROP TABLE hatp_outbox")
         conn.exec_driver_sql("DROP TABLE hatp_schema_version")
     assert schema_status(store_url).found is Found.UNVERSIONED
     with pytest.raises(SchemaMismatch) as refused:
@@ -261,6 +317,7 @@ def test_a_partial_database_is_refused_and_completed_by_upgrade_STORE_SCHEMA(
     with engine.begin() as conn:  # as an older hatp left it: no later table either
         conn.exec_driver_sql("DROP TABLE hatp_web_invite")
         conn.exec_driver_sql("DROP TABLE hatp_gate_ask")
+        conn.exec_driver_sql("DROP TABLE hatp_outbox")
         conn.exec_driver_sql("DROP TABLE hatp_schema_version")
     with pytest.raises(SchemaMismatch) as refused:
         open_store(store_url)

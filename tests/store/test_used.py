@@ -93,14 +93,15 @@ def test_a_database_made_before_the_table_gets_it_from_db_upgrade_STORE_USED_ONC
     try:
         with older.transaction() as conn:
             conn.exec_driver_sql("DROP TABLE hatp_used_approval")
-            conn.exec_driver_sql("DROP TABLE hatp_gate_ask")  # nor a later revision's table
+            conn.exec_driver_sql("DROP TABLE hatp_gate_ask")  # nor later revisions' tables
+            conn.exec_driver_sql("DROP TABLE hatp_outbox")
             conn.exec_driver_sql("DROP TABLE hatp_schema_version")
     finally:
         older.close()
     with pytest.raises(SchemaMismatch) as refused:
         open_store(store_url)
     assert refused.value.reason == "PARTIAL"
-    assert upgrade_store(store_url).after == "0002"
+    assert upgrade_store(store_url).after == "0003"
     opened = open_store(store_url)
     try:
         used = UsedApprovals(opened)

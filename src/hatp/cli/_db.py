@@ -64,3 +64,42 @@ def current(db: Annotated[str, _DB]) -> None:
         Found.NEWER: "newer than this hatp: upgrade hatp",
     }
     err.print(f"{status.found.value}: {advice[status.found]} (newest: {status.head})")
+
+
+@db_app.command(
+    "notices", epilog="Exit 0: reported; 2: the database cannot be read or is not this hatp's."
+)
+@reports_errors
+def notices(
+    db: Annotated[str, _DB],
+    ask: Annotated[
+        str | None,
+        typer.Option("--ask", help="List this ask's notices, one per line.", show_default=False),
+    ] = None,
+) -> None:
+    """The gateway's outbox: how many notices each push channel holds, by state
+    (pending is the backlog), or with --ask one ask's notices: event, person, channel,
+    state, attempts and the last failure ([OUTBOX]). Contact details are never shown.
+    """
+    from hatp.store import Outbox, open_store
+
+    store = open_store(db)
+    try:
+        outbox = Outbox(store)
+        if ask is None:
+            counts = outbox.counts()
+            for (channel, state), count in sorted(counts.items()):
+                typer.echo(f"{channel}\t{state}\t{count}")
+            due = outbox.next_due()
+            err.print("no notices" if not counts else f"next due: {'none' if due is None else due}")
+            return
+        rows = outbox.for_ask(ask)
+        for row in rows:
+            failure = "" if row.last_error is None else f"\t{row.last_error}"
+            typer.echo(
+                f"{row.notice_id}\t{row.event}\t{row.human}\t{row.channel}\t{row.state.value}"
+                f"\t{row.attempts}{failure}"
+            )
+        err.print(f"{len(rows)} notice(s) about ask {ask}")
+    finally:
+        store.close()

@@ -30,9 +30,9 @@ if TYPE_CHECKING:
 # The demo world (every role, the store) loads when the command runs, not at start-up.
 
 #: The walks other than the trip's scenarios: at most one per run.
-_WALKS = ("--gated", "--mcp", "--writes", "--lease", "--web")
+_WALKS = ("--gated", "--mcp", "--writes", "--lease", "--web", "--two-orgs")
 #: The walks where nobody is asked at this terminal: --auto has nothing to do there.
-_NOBODY_ASKED = ("--writes", "--lease", "--web")
+_NOBODY_ASKED = ("--writes", "--lease", "--web", "--two-orgs")
 #: Where --web and --gated --serve listen on localhost unless --port says.
 _DEFAULT_PORT = 4321
 
@@ -100,6 +100,15 @@ def demo(
         bool,
         typer.Option("--passkey", help="With --web: the plan's finance group requires a passkey."),
     ] = False,
+    two_orgs: Annotated[
+        bool,
+        typer.Option(
+            "--two-orgs",
+            help="acme's trip needs a partner's approval at globex: two hatp serve processes, "
+            "each checking the other with the keys it publishes (a rotated and a revoked "
+            "key refused).",
+        ),
+    ] = False,
     serve: Annotated[
         bool,
         typer.Option(
@@ -137,6 +146,7 @@ def demo(
         "--writes": writes,
         "--lease": lease,
         "--web": web,
+        "--two-orgs": two_orgs,
         "--passkey": passkey,
         "--serve": serve,
         "--port": port is not None,
@@ -154,6 +164,10 @@ def demo(
         typer.echo(f"{'--writes':<10} an inventory correction: approved, run once, drift refused")
         typer.echo(f"{'--lease':<10} a ticket update under a lease: stale writer 409, a restore")
         typer.echo(f"{'--web':<10} the finance approver decides in the browser, with a passkey")
+        typer.echo(
+            f"{'--two-orgs':<10} acme and globex, two hatp serve processes: an approval at the "
+            "partner, each side checking the other's published keys"
+        )
         return
     chosen = SCENARIOS.get(scenario or "commit")
     if chosen is None:
@@ -163,6 +177,8 @@ def demo(
     )
     if web:
         _web(folder, passkey=passkey, port=_DEFAULT_PORT if port is None else port)
+    elif two_orgs:
+        _two_orgs(folder)
     elif lease:
         _lease(folder)
     elif writes:
@@ -175,6 +191,41 @@ def demo(
         _gated(folder, auto)
     else:
         _trip(chosen.name, folder, auto)
+
+
+def _two_orgs(folder: Path) -> None:
+    err.rule("hatp demo --two-orgs: an approval at a partner, trusted by published keys")
+    from hatp.demo.two_orgs import run_two_orgs
+
+    def said(line: str) -> None:
+        err.print(f"  {escape(line)}", soft_wrap=True)
+
+    run = asyncio.run(run_two_orgs(folder, said))
+    err.print(f"  the trip: {run.state.value}")
+    for verified in (run.acme_set, run.globex_set):
+        err.print(f"  {escape(verified.organisation)}'s key set, version {verified.version}:")
+        for key in verified.keys:
+            until = f" until {key.not_after}" if key.not_after else ""
+            revoked = f" at {key.revoked_at}" if key.revoked_at else ""
+            err.print(
+                f"    {escape(key.kid)}  {key.role}  {key.status}{until}{revoked}",
+                soft_wrap=True,
+                markup=False,
+            )
+    checks = [
+        ("the trip committed", run.state.value == "committed"),
+        ("its record verifies with both organisations' published keys", run.report.ok),
+        ("and not with acme's alone", not run.acme_only.ok),
+        ("acme's retired coordinator key is refused by globex (401)", run.retired_status == 401),
+        ("globex's revoked gateway key is refused by the receiver", run.revoked_status == 400),
+    ]
+    for what, held in checks:
+        err.print(f"  {'[green]✓[/]' if held else '[red]✗[/]'} {escape(what)}")
+    (folder / "record.json").write_text(json.dumps(run.record, indent=2) + "\n", "utf-8")
+    err.print(f"wrote {folder / 'record.json'}, and each organisation's folder", markup=False)
+    typer.echo(str(folder))
+    if not run.as_expected:
+        raise typer.Exit(1)
 
 
 def _check_flags(given: dict[str, bool], *, list_: bool) -> None:
@@ -448,9 +499,19 @@ def _web(folder: Path, *, passkey: bool, port: int) -> None:
     def registered(kid: str) -> None:
         err.print(f"  passkey {kid} is on the approver's card: the trip begins", soft_wrap=True)
 
+    def notice(line: str) -> None:
+        err.print(f"  [dim]notice:[/] {escape(line)}", soft_wrap=True)
+
     try:
         run = asyncio.run(
-            run_web_demo(folder, port=port, passkey=passkey, ready=ready, registered=registered)
+            run_web_demo(
+                folder,
+                port=port,
+                passkey=passkey,
+                ready=ready,
+                registered=registered,
+                notices=notice,
+            )
         )
     except OSError as exc:
         refuse(f"--port: cannot listen on localhost:{port}: {exc.strerror}; use another --port")

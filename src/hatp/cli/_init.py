@@ -53,7 +53,7 @@ roles = ["finance-approver"]
 # action -> currency (ISO 4217) -> the most they may approve, a decimal string
 limits = {{ "approve.spend" = {{ USD = "10000", EUR = "9000" }} }}
 delegates = ["bob"]           # who takes over when alice does not answer
-channels = ["web", "email"]   # slack, sms, voice, email, terminal, web
+channels = ["web", "email"]   # slack, sms, voice, email, webhook, terminal, web
 passkey = true                # approves on the approver page with a passkey
 
 [people.bob]

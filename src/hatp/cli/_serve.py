@@ -44,8 +44,9 @@ def serve(
         typer.Option(
             "--config",
             "-c",
-            help="Settings file (TOML) with [server], [gateway], [directory], "
-            "[coordinator], [web] and [api] tables; see docs/spec.md §25 and §27.",
+            help="Settings file (TOML) with [server], [gateway] (and [gateway.webhook], "
+            "[gateway.email], [gateway.outbox]), [directory], [coordinator], [web], [keys] "
+            "and [api] tables; see docs/spec.md §25 and §27.",
             show_default=False,
         ),
     ] = None,

@@ -15,7 +15,7 @@ from hatp.errors import ApprovalInvalid, InvalidJson
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from hatp.model import VerificationReport
+    from hatp.model import SignatureUse, VerificationReport
 
 # The evidence layer, rich and (for verify-call) the gate load when a command runs.
 
@@ -32,8 +32,10 @@ def verify_command(
 ) -> None:
     """Verify a Transaction Record offline.
 
-    Exit 0 when every rule passes; 1 when any rule fails or could not be
-    checked (absent); 2 when the input is unusable.
+    Every signature is checked at the time of its event; with a keyring from a key
+    set (keys with periods), a table of the signatures, each with its key's period
+    and status, follows the findings. Exit 0 when every rule passes; 1 when any
+    rule fails or could not be checked (absent); 2 when the input is unusable.
     """
     from rich.console import Console
 
@@ -49,7 +51,8 @@ def verify_command(
 
 
 def print_report(report: VerificationReport, console: Console) -> None:
-    """Render a report as a table of findings and a verdict line."""
+    """Render a report as a table of findings, the signatures when any was checked
+    against a key with a period, and a verdict line."""
     from rich.table import Table
 
     from hatp.model import Result
@@ -67,11 +70,54 @@ def print_report(report: VerificationReport, console: Console) -> None:
             escape(finding.rule), f"[{style}]{finding.result.value}[/]", escape(finding.detail)
         )
     console.print(table)
+    if any(use.status is not None for use in report.signatures):
+        print_signatures(report.signatures, console)
     if report.ok:
         console.print(f"[green]VALID[/] head {report.head}")
     else:
         failed = sum(f.result is not Result.PASS for f in report.findings)
         console.print(f"[bold red]INVALID[/] {failed} finding(s) did not pass")
+
+
+def print_signatures(uses: list[SignatureUse], console: Console) -> None:
+    """Render the signatures a report lists: where, which key, the time it was checked
+    at, the key's period and the status."""
+    from rich.table import Table
+
+    from hatp.model.findings import SIGNATURE_VALID
+
+    table = Table(title="signatures", title_justify="left")
+    for column in ("where", "kid", "issuer", "at", "period"):
+        table.add_column(column, overflow="fold")
+    table.add_column("status", no_wrap=True)
+    for use in uses:
+        if use.status is None:
+            status = "[dim]no period[/]"
+        elif use.status == SIGNATURE_VALID:
+            status = f"[green]{use.status}[/]"
+        else:
+            status = f"[bold red]{escape(use.status)}[/]"
+        table.add_row(
+            escape(use.where),
+            escape(use.kid or "-"),
+            escape(use.issuer or "-"),
+            escape(use.at or "-"),
+            escape(_period(use)),
+            status,
+        )
+    console.print(table)
+
+
+def _period(use: SignatureUse) -> str:
+    """A key's period as the signatures table shows it, with the key set that listed it."""
+    if use.not_before is None:
+        return "-"
+    text = f"{use.not_before} to {use.not_after or 'open-ended'}"
+    if use.revoked_at is not None:
+        text += f", revoked {use.revoked_at}"
+    version = None if use.set_version is None else f"set v{use.set_version}"
+    listed = " ".join(part for part in (use.role, use.organisation, version) if part)
+    return f"{text} ({listed})" if listed else text
 
 
 @app.command("verify-call", cls=HatpCommand)

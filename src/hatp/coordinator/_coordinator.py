@@ -33,7 +33,7 @@ from typing import Any
 from hatp._faults import fault_point
 from hatp.clock import Clock
 from hatp.coordinator._escalation import Escalator
-from hatp.coordinator._gateway import Gateway
+from hatp.coordinator._gateway import Gateway, every_gateway
 from hatp.coordinator._holds import HoldKeeper
 from hatp.coordinator._observer import TxnObserver, tell, tell_effects
 from hatp.coordinator._phase1 import Phase1
@@ -103,9 +103,11 @@ class Coordinator:
         key: signs every record event.
         log: the durable decision log (the store layer).
         participants: every participant a plan may name, by id.
-        gateway: where approvals are asked for.
+        gateway: where approvals are asked for (a
+            :class:`~hatp.coordinator.GatewayRoutes` asks each group at its
+            organisation's gateway [COORD-GATEWAYS]).
         keyring: verifies receipts (issuer = participant id) and approvals
-            (issuer = gateway id).
+            (issuer = the id of the gateway the group is asked at).
         clock: the one clock for deadlines, leases and record times.
         owner: this process's name in the log's leases (default: unique per process).
         lease_seconds: how long an ownership lease lasts without renewal.
@@ -453,13 +455,19 @@ class Coordinator:
     async def _withdraw_asks(self, run: TxnRun) -> None:
         """Withdraw every ask still open about the transaction: it will not use them
         [COORD-WITHDRAW]. The gateway's own asks say which are open, so an ask whose
-        pending vote never reached this log is withdrawn too."""
-        try:
-            withdrawn = await self._gateway.withdraw_transaction(
-                run.txn_id, f"transaction {run.txn_id} aborted: {run.reason}"[:1000]
-            )
-        except Exception as exc:  # the gateway closes them at their deadline in any case
-            _log.warning("txn %s: its asks could not be withdrawn now: %s", run.txn_id, exc)
-            return
-        if withdrawn:
-            _log.info("txn %s: withdrew asks %s", run.txn_id, ", ".join(withdrawn))
+        pending vote never reached this log is withdrawn too; with several gateways,
+        at each of them, one that fails not stopping the others [COORD-GATEWAYS]."""
+        reason = f"transaction {run.txn_id} aborted: {run.reason}"[:1000]
+        for gateway in every_gateway(self._gateway):
+            try:
+                withdrawn = await gateway.withdraw_transaction(run.txn_id, reason)
+            except Exception as exc:  # the gateway closes them at their deadline in any case
+                _log.warning(
+                    "txn %s: its asks at %s could not be withdrawn now: %s",
+                    run.txn_id,
+                    gateway.gateway_id,
+                    exc,
+                )
+                continue
+            if withdrawn:
+                _log.info("txn %s: withdrew asks %s", run.txn_id, ", ".join(withdrawn))

@@ -27,7 +27,7 @@ from datetime import datetime
 from typing import Any
 
 from hatp.coordinator._calls import bounded
-from hatp.coordinator._gateway import ApprovalRequest, Gateway
+from hatp.coordinator._gateway import ApprovalRequest, Gateway, gateway_for
 from hatp.coordinator._txn import TxnRun
 from hatp.coordinator._vetting import describe, vet_estimate, vet_quote
 from hatp.errors import StaleFence
@@ -185,8 +185,9 @@ class ModeChooser:
         estimates: list[ChainEstimate] = []
         for group in run.plan.approvals:
             request = ApprovalRequest(run.txn_id, run.plan, run.digest, group, decide_by)
+            gateway = gateway_for(self._gateway, group)  # the group's own [COORD-GATEWAYS]
             try:
-                answer = await bounded(self._gateway.estimate(request), self._timeout)
+                answer = await bounded(gateway.estimate(request), self._timeout)
             except Exception as exc:  # no estimate, no choice: fail closed
                 failure = describe(exc, self._timeout)
                 _log.info("approval %s: no estimate: %s", group.group_id, failure)
@@ -194,7 +195,7 @@ class ModeChooser:
             parsed, problem = vet_estimate(
                 answer,
                 self._keyring,
-                gateway_id=self._gateway.gateway_id,
+                gateway_id=gateway.gateway_id,
                 txn_id=run.txn_id,
                 group_id=group.group_id,
                 plan_digest=run.digest,

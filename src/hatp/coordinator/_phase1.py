@@ -26,7 +26,7 @@ from hatp import _checks
 from hatp._faults import fault_point
 from hatp.clock import Clock, format_time, parse_time
 from hatp.coordinator._calls import backoff, bounded
-from hatp.coordinator._gateway import ApprovalRequest, Gateway
+from hatp.coordinator._gateway import ApprovalRequest, Gateway, gateway_for
 from hatp.coordinator._holds import HoldKeeper, approve_by, deadline_body
 from hatp.coordinator._modes import ModeChooser
 from hatp.coordinator._txn import TxnRun
@@ -326,7 +326,7 @@ class Phase1:
         for name, ask_id in run.asks.items():
             if name in run.decided_asks:
                 continue
-            await self._tighten(run, ask_id)
+            await self._tighten(run, _group(run, name), ask_id)
 
     def _deadline_passed(self, run: TxnRun, decide_by: datetime) -> str:
         if run.approve_by >= decide_by:
@@ -345,16 +345,17 @@ class Phase1:
         ([COORD-WITHDRAW]), or the approval that beat the withdrawal.
         """
         ask_id = run.asks[name]
+        group = _group(run, name)
+        gateway = gateway_for(self._gateway, group)  # where it was asked [COORD-GATEWAYS]
         try:
-            await self._gateway.withdraw(ask_id, why)
-            answer = await self._gateway.poll(ask_id)
+            await gateway.withdraw(ask_id, why)
+            answer = await gateway.poll(ask_id)
         except Exception as exc:  # the gateway withdraws it at the deadline on its own
             _log.info("txn %s: ask %s could not be read: %s", run.txn_id, ask_id, exc)
             answer = {}
         if answer.get("kind") != "approval":
             self._note_unanswered(run, TxnEvent.APPROVAL, name, why)
             return
-        group = next(g for g in run.plan.approvals if g.group_id == name)
         self._count_approval(run, group, answer, decide_by)
 
     def _note_unanswered(self, run: TxnRun, event: TxnEvent, name: str, why: str) -> None:
@@ -430,19 +431,22 @@ class Phase1:
         """Ask one group and poll its ask until the gateway signs the group's approval.
 
         The ask's deadline is the approval deadline in force; if it moved
-        earlier while the ask was on its way, the gateway is told.
+        earlier while the ask was on its way, the gateway is told. The group is
+        asked at its organisation's gateway, and its answers count only as signed
+        by that gateway [COORD-GATEWAYS].
         """
         name = group.group_id
+        gateway = gateway_for(self._gateway, group)
         request = ApprovalRequest(
             run.txn_id, run.plan, run.digest, group, run.approve_by, terms=run.terms
         )
         try:
-            answer = await self._gateway.ask(request)
+            answer = await gateway.ask(request)
             while answer.get("kind") == "pending":
                 pending, problem = vet_pending(
                     answer,
                     self._keyring,
-                    gateway_id=self._gateway.gateway_id,
+                    gateway_id=gateway.gateway_id,
                     txn_id=run.txn_id,
                     group_id=name,
                     plan_digest=run.digest,
@@ -453,17 +457,17 @@ class Phase1:
                     run.asks[name] = pending.ask_id
                     run.note(self._key, TxnEvent.PENDING, groupId=name, pending=answer)
                     if parse_time(pending.decide_by) > run.approve_by:
-                        await self._tighten(run, pending.ask_id)
-                answer = await self._gateway.poll(pending.ask_id, wait_seconds=self._poll)
+                        await self._tighten(run, group, pending.ask_id)
+                answer = await gateway.poll(pending.ask_id, wait_seconds=self._poll)
         except Exception as exc:  # a gateway that cannot answer has not approved
             _log.info("txn %s: approval %s not given: %s", run.txn_id, name, exc)
             return self._no_approval(run, name, describe(exc, None))
         problem = self._count_approval(run, group, answer, run.approve_by)
         return None if problem is None else f"approval {name}: {problem}"
 
-    async def _tighten(self, run: TxnRun, ask_id: str) -> None:
+    async def _tighten(self, run: TxnRun, group: ApprovalGroup, ask_id: str) -> None:
         try:
-            await self._gateway.tighten(ask_id, run.approve_by)
+            await gateway_for(self._gateway, group).tighten(ask_id, run.approve_by)
         except Exception as exc:  # the coordinator's own deadline still holds
             _log.info("txn %s: ask %s not tightened: %s", run.txn_id, ask_id, exc)
 
@@ -475,13 +479,14 @@ class Phase1:
     def _count_approval(
         self, run: TxnRun, group: ApprovalGroup, answer: dict[str, Any], decide_by: datetime
     ) -> str | None:
-        """Record the group's final approval, with the problem if it does not count."""
+        """Record the group's final approval, with the problem if it does not count: it
+        must be signed by the gateway the group is asked at [COORD-GATEWAYS]."""
         name = group.group_id
         run.decided_asks.add(name)
         _, problem = vet_approval(
             answer,
             self._keyring,
-            gateway_id=self._gateway.gateway_id,
+            gateway_id=gateway_for(self._gateway, group).gateway_id,
             txn_id=run.txn_id,
             group=group,
             plan=run.plan,
@@ -492,6 +497,11 @@ class Phase1:
         )
         run.note(self._key, TxnEvent.APPROVAL, groupId=name, approval=answer, problem=problem)
         return problem
+
+
+def _group(run: TxnRun, name: str) -> ApprovalGroup:
+    """The plan's approval group ``name`` (a group the run asked, so it is there)."""
+    return next(g for g in run.plan.approvals if g.group_id == name)
 
 
 def _asker(run: TxnRun, tier: Tier, need: str) -> str:

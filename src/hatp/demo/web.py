@@ -12,6 +12,13 @@ nonce, so the gateway cannot approve alone. With ``passkey=True`` the plan's
 finance group requires a passkey: the gateway, the coordinator and the
 offline verifier all check it.
 
+Every card lists ``webhook``, ``email`` and ``web`` in that order, so the approver
+is first told by webhook, then by e-mail, through the gateway's outbox ([OUTBOX]):
+the demo's own receiver answers the webhook busy, then gone, and its local mail
+server gets the e-mail with a single-use link to the page
+(:class:`~hatp.demo._notices.NoticeSinks`; ``notices`` is told of each). The page
+lists the ask however he was told.
+
 The demo writes ``web.json`` (the page's URL and the invitation link) as
 soon as it listens, so a program (the browser tests) can drive it.
 """
@@ -30,6 +37,7 @@ from pathlib import Path
 from hatp._sockets import listening
 from hatp.clock import Clock, SystemClock
 from hatp.coordinator import Outcome
+from hatp.demo._notices import DEMO_SEND_POLICY, NoticeSinks
 from hatp.demo._people import DIRECTORY
 from hatp.demo._serving import serving, write_json
 from hatp.demo.scenarios import APPROVER, DemoRun, Scenario
@@ -49,6 +57,8 @@ WEB_FILE = "web.json"
 RP_ID = "localhost"
 #: How long the demo waits for the passkey to be registered, and for the decision.
 WAIT = timedelta(minutes=15)
+#: The channels on every card, in the order the gateway tries them.
+CHANNELS = ("webhook", "email", WEB)
 
 
 @dataclass(frozen=True)
@@ -69,6 +79,7 @@ async def run_web_demo(
     ready: Callable[[WebReady], None] | None = None,
     registered: Callable[[str], None] | None = None,
     wait: timedelta = WAIT,
+    notices: Callable[[str], None] | None = None,
 ) -> DemoRun | None:
     """Serve the trip world with its approver page on ``localhost:port`` (0: any free
     port), invite the finance approver to register a passkey, then run the trip and
@@ -78,6 +89,7 @@ async def run_web_demo(
     ``ready(WebReady)`` is called once the page listens (``web.json`` is written
     then too); ``registered(kid)`` once the approver's passkey is on his card.
     With ``passkey``, the plan's finance group requires the approver's passkey.
+    ``notices(line)`` is told of each webhook and e-mail the approver is sent.
 
     Raises:
         OSError: the port cannot be bound.
@@ -85,14 +97,23 @@ async def run_web_demo(
     """
     clock = SystemClock()
     folder.mkdir(parents=True, exist_ok=True)
-    world = TripWorld.open(folder, clock, channels=(WEB,))
+    world = TripWorld.open(folder, clock, channels=CHANNELS)
+    sinks = NoticeSinks(folder, world.keyring, clock, notices or (lambda _: None))
     outcome = None
     try:
-        with contextlib.closing(_listening(port)) as sock:
+        with contextlib.closing(_listening(port)) as sock, sinks.mail_server() as smtp_port:
             log_store = open_store(folder / "coordinator.db")
             try:
                 outcome = await _serve_and_run(
-                    world, DecisionLog(log_store), sock, passkey, ready, registered, wait
+                    world,
+                    DecisionLog(log_store),
+                    sock,
+                    passkey,
+                    ready,
+                    registered,
+                    wait,
+                    sinks,
+                    smtp_port,
                 )
             finally:
                 log_store.close()
@@ -115,20 +136,25 @@ async def _serve_and_run(
     ready: Callable[[WebReady], None] | None,
     registered: Callable[[str], None] | None,
     wait: timedelta,
+    sinks: NoticeSinks,
+    smtp_port: int,
 ) -> Outcome | None:
     """Serve the world's app on ``sock``; once the approver's passkey is registered, run
     the trip and return its outcome (``None``: no passkey within ``wait``)."""
     clock = world.clock
     origin = f"http://{RP_ID}:{sock.getsockname()[1]}"
     channel = WebChannel(clock)
+    pushed = sinks.channels(world.keys["gateway"], GATEWAY, [APPROVER], origin, smtp_port)
     gateway = HumanGateway(
         GATEWAY,
         world.keys["gateway"],
         world.directory,
         world.asks,
-        [channel],
+        [*pushed, channel],
         clock,
         passkey_origins=[origin],
+        approver_url=f"{origin}{APPROVER_PATH}",
+        send_policy=DEMO_SEND_POLICY,
     )
     web, enrolment = approver_page(world, gateway, channel, origin, clock)
     coordinator = world.coordinator(log, gateway, retry_delay=0.2, poll_seconds=1.0)
@@ -140,6 +166,7 @@ async def _serve_and_run(
         web=web,
         enrolment=enrolment,
     )
+    app.router.routes.append(sinks.route())
     invite = enrol_link(origin, enrolment.invite(APPROVER, valid_for=wait))
     shown = WebReady(origin, f"{origin}{APPROVER_PATH}", APPROVER, invite)
     async with serving(app, sock):

@@ -2,13 +2,23 @@
 
 Everything another part of hatp signs, digests, chains or verifies goes
 through here. It imports only :mod:`hatp.model` and can be used alone: an
-auditor needs nothing else to check a record offline.
+auditor needs nothing else to check a record offline. Only
+:func:`discover_key_set` goes online (an organisation's key set, over HTTP); it
+loads its HTTP client when it runs.
 """
 
 from hatp.evidence._calls import call_digest, tool_digest
 from hatp.evidence._canonical import canonicalize, copy_json, json_number
 from hatp.evidence._digest import digest, digest_bytes, is_digest
-from hatp.evidence._keys import Keyring, PublicKey, SigningKey, card_keyring
+from hatp.evidence._discover import discover_key_set
+from hatp.evidence._keys import KeyPeriod, Keyring, PublicKey, SigningKey, card_keyring
+from hatp.evidence._keyset import (
+    ISSUED_AT_SKEW,
+    VerifiedKeySet,
+    sign_key_set,
+    thumbprint,
+    verify_key_set,
+)
 from hatp.evidence._passkey import (
     PasskeyVerified,
     client_challenge,
@@ -34,15 +44,18 @@ __all__ = [
     "ALGORITHM",
     "APPROVAL_RULES",
     "CHAIN_RULES",
+    "ISSUED_AT_SKEW",
     "MAX_DEPTH",
     "ROUTING_RULES",
     "TXN_RULES",
+    "KeyPeriod",
     "Keyring",
     "PasskeyVerified",
     "PublicKey",
     "RecordWriter",
     "SigningKey",
     "Verified",
+    "VerifiedKeySet",
     "call_digest",
     "canonicalize",
     "card_keyring",
@@ -50,6 +63,7 @@ __all__ = [
     "copy_json",
     "digest",
     "digest_bytes",
+    "discover_key_set",
     "is_digest",
     "json_number",
     "load_record",
@@ -58,10 +72,13 @@ __all__ = [
     "parse_json",
     "passkey_challenge",
     "sign",
+    "sign_key_set",
+    "thumbprint",
     "tool_digest",
     "verify",
     "verify_approval",
     "verify_assertion",
+    "verify_key_set",
     "verify_passkey",
     "verify_read_approval",
     "verify_record",

@@ -5,8 +5,10 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, get_args
 
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import (
@@ -17,12 +19,16 @@ from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from pydantic import ValidationError
 
 from hatp import _checks
+from hatp.clock import format_time, parse_time
 from hatp.errors import InvalidJson, KeyInvalid, KeyringInvalid, SignatureInvalid
 from hatp.evidence._b64 import b64url_decode, b64url_encode
 from hatp.evidence._strict_json import parse_json
-from hatp.model import HumanCard, KeyringDocument, PublicJwk, first_error
+from hatp.model import HumanCard, KeyringDocument, KeyringEntry, KeyRole, PublicJwk, first_error
 from hatp.model._base import KID_PATTERN
 from hatp.version import PROTOCOL_VERSION, require_supported
+
+if TYPE_CHECKING:
+    import httpx2
 
 SIGNATURE_LENGTH = 64
 _KID_RE = re.compile(KID_PATTERN)
@@ -174,9 +180,66 @@ class SigningKey:
         return self._key.sign(message)
 
 
+@dataclass(frozen=True, slots=True)
+class KeyPeriod:
+    """When a key may have signed ([SIG-PERIOD]), and where that was said: from
+    ``not_before`` to ``not_after`` inclusive (``None``: open-ended), and never at or
+    after ``revoked_at``. ``role``, ``organisation`` and ``set_version`` say what the
+    key speaks for and which key set listed it. Times are timezone-aware.
+
+    Raises:
+        KeyringInvalid: a naive time, ``not_after`` not after ``not_before``, or a
+            ``role`` that is not one of :data:`hatp.model.KeyRole`.
+    """
+
+    not_before: datetime
+    not_after: datetime | None = None
+    revoked_at: datetime | None = None
+    role: str | None = None
+    organisation: str | None = None
+    set_version: int | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("not_before", "not_after", "revoked_at"):
+            moment = getattr(self, name)
+            if moment is not None and moment.tzinfo is None:
+                raise KeyringInvalid(f"a key period's {name} must be timezone-aware")
+        if self.not_after is not None and self.not_after <= self.not_before:
+            raise KeyringInvalid(
+                f"a key period ends ({format_time(self.not_after)}) before it starts "
+                f"({format_time(self.not_before)}): notAfter must be after notBefore"
+            )
+        if self.role is not None and self.role not in get_args(KeyRole):
+            raise KeyringInvalid(
+                f"a key period's role is one of {', '.join(get_args(KeyRole))}, not {self.role!r}"
+            )
+
+    def refusal(self, at: datetime) -> tuple[str, str] | None:
+        """Why a signature made at ``at`` is outside this period: ``(reason, message)``
+        with a :class:`SignatureInvalid` reason, or ``None`` when it is inside."""
+        if self.revoked_at is not None and self.revoked_at <= at:
+            return "KEY_REVOKED", (
+                f"revoked at {format_time(self.revoked_at)}: it verifies nothing signed "
+                f"since ({format_time(at)}); use the signer's current key"
+            )
+        if at < self.not_before:
+            return "KEY_NOT_YET_VALID", (
+                f"valid from {format_time(self.not_before)}, after the signing time "
+                f"{format_time(at)}; check the signer's clock or key set"
+            )
+        if self.not_after is not None and at > self.not_after:
+            return "KEY_EXPIRED", (
+                f"valid until {format_time(self.not_after)}, before the signing time "
+                f"{format_time(at)}; the signer must sign with its current key"
+            )
+        return None
+
+
 class Keyring:
     """The public keys a verifier knows, each vouched for by an issuer, and
     the issuers it trusts. A key whose issuer is not trusted verifies nothing.
+    A key may carry a :class:`KeyPeriod`: then it verifies only what was signed
+    inside it, when the verifier says when that was (``resolve(kid, at)``).
     """
 
     def __init__(
@@ -185,16 +248,19 @@ class Keyring:
         trusted_issuers: Iterable[str] = (),
     ) -> None:
         self._keys: dict[str, tuple[PublicKey, str]] = {}
+        self._periods: dict[str, KeyPeriod] = {}
         self._trusted: set[str] = set(trusted_issuers)
         for key, issuer in keys:
             self.add(key, issuer)
 
-    def add(self, key: PublicKey, issuer: str) -> None:
-        """Add ``key`` as vouched for by ``issuer``.
+    def add(self, key: PublicKey, issuer: str, period: KeyPeriod | None = None) -> None:
+        """Add ``key`` as vouched for by ``issuer``, valid in ``period`` if one is given.
+
+        Adding a key already held is a no-op when issuer and period are the same.
 
         Raises:
-            KeyringInvalid: another key already has this kid, or this key
-                already has another issuer.
+            KeyringInvalid: another key already has this kid, this key already has
+                another issuer, or it is already held with another period (or none).
         """
         known = self._keys.get(key.kid)
         if known is not None and known[0].raw != key.raw:
@@ -205,17 +271,33 @@ class Keyring:
                 "keep one entry",
                 kid=key.kid,
             )
+        if known is not None and self._periods.get(key.kid) != period:
+            raise KeyringInvalid(
+                f"key {key.kid!r} is already held with another period; build the keyring "
+                "from one key set (the newest) rather than merging two that disagree",
+                kid=key.kid,
+            )
         self._keys[key.kid] = (key, issuer)
+        if period is not None:
+            self._periods[key.kid] = period
+
+    def period(self, kid: str) -> KeyPeriod | None:
+        """The period of the key with this kid; ``None`` if it has none or is not held."""
+        return self._periods.get(kid)
 
     def trust(self, issuer: str) -> None:
         """Trust keys vouched for by ``issuer``."""
         self._trusted.add(issuer)
 
-    def resolve(self, kid: str) -> tuple[PublicKey, str]:
-        """Return the key with this kid and its issuer, if the issuer is trusted.
+    def resolve(self, kid: str, at: datetime | None = None) -> tuple[PublicKey, str]:
+        """Return the key with this kid and its issuer, if the issuer is trusted and,
+        when ``at`` (the signing time, timezone-aware) is given and the key has a
+        period, ``at`` is inside it ([SIG-PERIOD]).
 
         Raises:
-            SignatureInvalid: reason ``KID_UNKNOWN`` or ``ISSUER_UNTRUSTED``.
+            SignatureInvalid: reason ``KID_UNKNOWN``, ``ISSUER_UNTRUSTED``,
+                ``KEY_REVOKED``, ``KEY_NOT_YET_VALID`` or ``KEY_EXPIRED``.
+            ValueError: ``at`` is a naive datetime.
         """
         found = self._keys.get(kid)
         if found is None:
@@ -232,7 +314,22 @@ class Keyring:
                 kid=kid,
                 issuer=found[1],
             )
-        return found
+        if at is None:
+            return found
+        return self._in_period(found, at)
+
+    def _in_period(self, found: tuple[PublicKey, str], at: datetime) -> tuple[PublicKey, str]:
+        if at.tzinfo is None:
+            raise ValueError("the signing time must be timezone-aware")
+        kid = found[0].kid
+        period = self._periods.get(kid)
+        if period is None or not _checks.is_on("SIG-PERIOD"):
+            return found
+        refused = period.refusal(at)
+        if refused is None:
+            return found
+        reason, why = refused
+        raise SignatureInvalid(reason, f"key {kid!r} is {why}", kid=kid, at=format_time(at))
 
     def kids(self) -> list[str]:
         """Return every key id in the keyring, sorted."""
@@ -262,7 +359,7 @@ class Keyring:
             "hatpVersion": PROTOCOL_VERSION,
             "trustedIssuers": self.trusted_issuers,
             "keys": [
-                {**key.to_jwk(), "issuer": issuer}
+                {**key.to_jwk(), "issuer": issuer, **_period_members(self._periods.get(key.kid))}
                 for key, issuer in sorted(self._keys.values(), key=lambda item: item[0].kid)
             ],
         }
@@ -288,7 +385,7 @@ class Keyring:
                 key = PublicKey.from_jwk(entry.to_wire())
             except KeyInvalid as exc:
                 raise KeyringInvalid(f"key {entry.kid!r}: {exc.message}") from None
-            keyring.add(key, entry.issuer)
+            keyring.add(key, entry.issuer, _entry_period(entry))
         return keyring
 
     @classmethod
@@ -312,6 +409,68 @@ class Keyring:
     def save(self, path: str | Path) -> None:
         """Write the keyring document to ``path``."""
         Path(path).write_text(_json_text(self.to_json()), encoding="utf-8")
+
+    @classmethod
+    def discover(
+        cls,
+        url: str,
+        *,
+        pin: str,
+        cache_dir: str | Path | None = None,
+        now: datetime | None = None,
+        timeout_seconds: float = 10.0,
+        client: httpx2.Client | None = None,
+        max_age: timedelta | None = None,
+    ) -> Keyring:
+        """The keyring of the key set an organisation publishes at ``url`` (its base URL
+        or the set's), signed by the root whose RFC 7638 thumbprint is ``pin``: every
+        key with its issuer and period (docs/spec.md [KEYSET-FETCH]). See
+        :func:`hatp.evidence.discover_key_set` for the cache and the arguments.
+
+        Raises:
+            KeySetInvalid: the set cannot be fetched (``UNREACHABLE``) or is refused.
+            VersionUnsupported: the set names a version this build does not know.
+            ConfigInvalid: ``cache_dir`` cannot be written.
+        """
+        from hatp.evidence._discover import MAX_CACHE_AGE, discover_key_set  # it imports us
+
+        return discover_key_set(
+            url,
+            pin=pin,
+            cache_dir=cache_dir,
+            now=now,
+            timeout_seconds=timeout_seconds,
+            client=client,
+            max_age=MAX_CACHE_AGE if max_age is None else max_age,
+        ).keyring()
+
+
+def _period_members(period: KeyPeriod | None) -> dict[str, Any]:
+    """A key's period as keyring members (docs/spec.md [KEYRING-DOC]): none without one."""
+    if period is None:
+        return {}
+    members: dict[str, Any] = {
+        "notBefore": format_time(period.not_before),
+        "notAfter": None if period.not_after is None else format_time(period.not_after),
+        "revokedAt": None if period.revoked_at is None else format_time(period.revoked_at),
+        "role": period.role,
+        "organisation": period.organisation,
+        "setVersion": period.set_version,
+    }
+    return {name: value for name, value in members.items() if value is not None}
+
+
+def _entry_period(entry: KeyringEntry) -> KeyPeriod | None:
+    if entry.not_before is None:
+        return None
+    return KeyPeriod(
+        not_before=parse_time(entry.not_before),
+        not_after=None if entry.not_after is None else parse_time(entry.not_after),
+        revoked_at=None if entry.revoked_at is None else parse_time(entry.revoked_at),
+        role=entry.role,
+        organisation=entry.organisation,
+        set_version=entry.set_version,
+    )
 
 
 def _json_text(doc: Any) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from hatp import _checks
@@ -86,8 +87,12 @@ def refuse_unreadable(value: Any, depth: int = 0) -> None:
     )
 
 
-def verify(obj: Mapping[str, Any], keyring: Keyring) -> Verified:
+def verify(obj: Mapping[str, Any], keyring: Keyring, *, at: datetime | None = None) -> Verified:
     """Check the signature of a signed object; return who signed it.
+
+    ``at`` is when the object was signed (timezone-aware), as the verifier knows it: a
+    key with a period then verifies it only inside that period ([SIG-PERIOD]). Without
+    ``at`` periods are not looked at.
 
     Returns only after every step below has passed; each failure names its step.
 
@@ -98,6 +103,8 @@ def verify(obj: Mapping[str, Any], keyring: Keyring) -> Verified:
             ``MISSING`` / ``MALFORMED`` (step 2, [SIG-MEMBER]),
             ``ALG_NONE`` / ``ALG_UNKNOWN`` (step 3, [SIG-ALG]),
             ``KID_UNKNOWN`` / ``ISSUER_UNTRUSTED`` (step 4, [SIG-KID], [SIG-ISSUER]),
+            ``KEY_REVOKED`` / ``KEY_NOT_YET_VALID`` / ``KEY_EXPIRED`` (step 4, with
+            ``at``, [SIG-PERIOD]),
             ``BAD_ENCODING`` (step 5, [SIG-ENCODING]),
             ``BAD_LENGTH`` / ``BAD_SIGNATURE`` (step 6, [SIG-LENGTH], [SIG-CRYPTO]).
     """
@@ -132,8 +139,8 @@ def verify(obj: Mapping[str, Any], keyring: Keyring) -> Verified:
         raise SignatureInvalid(reason, f"signature alg {alg!r} is not accepted; use Ed25519")
     # 4. A key we know, vouched for by an issuer we trust.
     if kid not in keyring and not _checks.is_on("SIG-KID"):
-        return _any_key_verifies(obj, sig, keyring)
-    key, issuer = keyring.resolve(kid)
+        return _any_key_verifies(obj, sig, keyring, at)
+    key, issuer = keyring.resolve(kid, at)
     # 5. The one canonical base64url spelling of the signature bytes.
     try:
         raw = b64url_decode(sig)
@@ -147,14 +154,16 @@ def verify(obj: Mapping[str, Any], keyring: Keyring) -> Verified:
     return Verified(kid, issuer)
 
 
-def _any_key_verifies(obj: Mapping[str, Any], sig: str, keyring: Keyring) -> Verified:
+def _any_key_verifies(
+    obj: Mapping[str, Any], sig: str, keyring: Keyring, at: datetime | None
+) -> Verified:
     """What a verifier without the kid check does: try every key it has.
 
     Only the switch-off test reaches this; it shows why the kid must match.
     """
     unsigned = canonicalize({k: v for k, v in obj.items() if k != "signature"})
     for kid in keyring.kids():
-        key, issuer = keyring.resolve(kid)
+        key, issuer = keyring.resolve(kid, at)
         try:
             key.verify_bytes(b64url_decode(sig), unsigned)
         except (SignatureInvalid, ValueError):

@@ -10,7 +10,7 @@ and :mod:`hatp.evidence._verify_holds` hold the record to.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -18,6 +18,7 @@ from hatp.clock import parse_time
 from hatp.errors import InvalidJson, PlanInvalid, VersionUnsupported
 from hatp.evidence._digest import digest
 from hatp.evidence._keys import Keyring
+from hatp.evidence._tally import Place, Signatures
 from hatp.model import (
     Approval,
     ChainEstimate,
@@ -116,6 +117,10 @@ class Event:
     def get(self, member: str) -> Any:
         return self.body.get(member)
 
+    def place(self, path: str) -> Place:
+        """Where the signed object at ``path`` of this event sits, checked at its time."""
+        return Place(self.position, path, self.time)
+
     @property
     def refused(self) -> bool:
         """Whether the coordinator refused what this vote or approval event carries.
@@ -165,6 +170,8 @@ class Txn:
     plan_digest: str | None
     computed_digest: str | None
     plan_problem: str | None
+    #: Every signature the rules check, noted for the report ([VER-PERIOD]).
+    signatures: Signatures = field(default_factory=Signatures)
 
     def of(self, *types: str) -> list[Event]:
         return [e for e in self.events if e.type in types]
@@ -216,8 +223,14 @@ def is_transaction(events: Sequence[Any]) -> bool:
     )
 
 
-def read_txn(record_id: str, events: Sequence[Any], keyring: Keyring) -> Txn:
-    """Read a transaction's record for the rules; never raises."""
+def read_txn(
+    record_id: str,
+    events: Sequence[Any],
+    keyring: Keyring,
+    signatures: Signatures | None = None,
+) -> Txn:
+    """Read a transaction's record for the rules, which note every signature they check
+    in ``signatures`` (a new collection if none); never raises."""
     read: list[Event] = []
     for position, event in enumerate(events):
         # Anything else fails REC-SHAPE; the transaction rules read what is left.
@@ -225,22 +238,25 @@ def read_txn(record_id: str, events: Sequence[Any], keyring: Keyring) -> Txn:
             body = event.get("body")
             body = body if isinstance(body, dict) else {}
             read.append(Event(position, event["type"], body, wire_time(event.get("time"))))
-    return _with_plan(record_id, tuple(read), keyring)
+    noted = Signatures() if signatures is None else signatures
+    return _with_plan(record_id, tuple(read), keyring, noted)
 
 
-def _with_plan(record_id: str, read: tuple[Event, ...], keyring: Keyring) -> Txn:
+def _with_plan(
+    record_id: str, read: tuple[Event, ...], keyring: Keyring, signatures: Signatures
+) -> Txn:
     first = read[0] if read and read[0].position == 0 else None
     if first is None or first.type != TxnEvent.PLANNED:
         kind = repr(first.type) if first else "not an event"
         problem = f"event 0 is {kind}; a transaction's record starts with txn.planned"
-        return Txn(record_id, read, keyring, None, None, None, problem)
+        return Txn(record_id, read, keyring, None, None, None, problem, signatures)
     try:
         plan = parse_plan(first.get("plan"))
         computed = digest(plan.to_wire())
     except (PlanInvalid, VersionUnsupported, InvalidJson) as exc:
         reason = exc.data.get("reason", exc.code)
         problem = f"{first.name}: body.plan is not a valid plan: {reason}: {exc.message}"
-        return Txn(record_id, read, keyring, None, None, None, problem)
+        return Txn(record_id, read, keyring, None, None, None, problem, signatures)
     stated = first.get("planDigest")
     stated = stated if isinstance(stated, str) else computed
-    return Txn(record_id, read, keyring, plan, stated, computed, None)
+    return Txn(record_id, read, keyring, plan, stated, computed, None, signatures)

@@ -4,6 +4,11 @@ A transaction's record (one with ``txn.*`` events) is also checked against
 the transaction rules of :mod:`hatp.evidence._verify_txn`, reported after
 the chain rules.
 
+Every signature is checked at the time of the event that is or carries it
+(docs/spec.md [VER-PERIOD]): a key from a key set verifies only what its event
+shows was signed inside the key's period. The report lists each signature
+checked, with that time and the key's period.
+
 A record passes only if every rule ran and passed. A rule that could not run
 (an empty record, say) is reported ``absent``, and absent is never a pass.
 """
@@ -11,19 +16,18 @@ A record passes only if every rule ran and passed. A rule that could not run
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
-from hatp.clock import parse_time
 from hatp.errors import InvalidJson, RecordInvalid, SignatureInvalid, VersionUnsupported
 from hatp.evidence._digest import digest
 from hatp.evidence._keys import Keyring
-from hatp.evidence._signing import verify
 from hatp.evidence._strict_json import parse_json
-from hatp.evidence._tally import Tally
-from hatp.evidence._txn_read import is_transaction
+from hatp.evidence._tally import Place, Signatures, Tally
+from hatp.evidence._txn_read import is_transaction, wire_time
 from hatp.evidence._verify_txn import transaction_findings
 from hatp.model import SEAL_EVENT, RecordEvent, Result, VerificationReport
 from hatp.version import (
@@ -84,6 +88,7 @@ def verify_record(
     """
     record_id, events = _outline(record)
     tally = Tally(CHAIN_RULES)
+    signatures = Signatures()
     previous_digest: str | None = None
     previous_time = ""
     for position, event in enumerate(events):
@@ -91,8 +96,9 @@ def verify_record(
             tally.fail("REC-SHAPE", f"event {position} is not a JSON object", position)
             previous_digest = None
             continue
-        _check_event(tally, keyring, position, event, record_id, previous_digest)
-        previous_time = _check_time(tally, position, event, previous_time)
+        at = wire_time(event.get("time"))
+        _check_event(tally, keyring, signatures, position, event, record_id, previous_digest, at)
+        previous_time = _check_time(tally, position, event, previous_time, at)
         try:
             previous_digest = digest(event)
         except InvalidJson:
@@ -103,7 +109,7 @@ def verify_record(
     _check_unsigned(tally, record)
     findings = tally.findings({"REC-SIG": f"{len(events)} event signatures verify"})
     if is_transaction(events):
-        findings += transaction_findings(record_id, events, keyring)
+        findings += transaction_findings(record_id, events, keyring, signatures)
     return VerificationReport(
         hatp_version=PROTOCOL_VERSION,
         record_id=record_id,
@@ -111,6 +117,7 @@ def verify_record(
         events=len(events),
         ok=all(f.result is Result.PASS for f in findings),
         findings=findings,
+        signatures=signatures.uses(),
     )
 
 
@@ -134,10 +141,12 @@ def _name(position: int, event: Mapping[str, Any]) -> str:
 def _check_event(
     tally: Tally,
     keyring: Keyring,
+    signatures: Signatures,
     position: int,
     event: dict[str, Any],
     record_id: str,
     previous_digest: str | None,
+    at: datetime | None,
 ) -> None:
     def name() -> str:
         return _name(position, event)
@@ -194,16 +203,20 @@ def _check_event(
         lambda: f"{name()} says it is from {kid!r} but is signed by {signer!r}",
     )
     try:
-        verify(event, keyring)
+        # At the event's own time: what it says when it was signed, sealed by the chain.
+        time = event["time"] if at is not None else None
+        signatures.verify(event, keyring, Place(position, "", at), time)
         tally.ran("REC-SIG")
     except (SignatureInvalid, VersionUnsupported) as exc:
         reason = exc.data.get("reason", exc.code)
         tally.fail("REC-SIG", f"{name()}: {reason}: {exc.message}", position)
 
 
-def _check_time(tally: Tally, position: int, event: Mapping[str, Any], previous: str) -> str:
+def _check_time(
+    tally: Tally, position: int, event: Mapping[str, Any], previous: str, at: datetime | None
+) -> str:
     time = event.get("time")
-    if not isinstance(time, str) or not _is_time(time):
+    if at is None or not isinstance(time, str):
         tally.fail("REC-TIME", f"{_name(position, event)} has no valid time", position)
         return previous
     # Wire times have one fixed width, so text order is time order.
@@ -214,14 +227,6 @@ def _check_time(tally: Tally, position: int, event: Mapping[str, Any], previous:
         return previous
     tally.ran("REC-TIME")
     return time
-
-
-def _is_time(text: str) -> bool:
-    try:
-        parse_time(text)
-    except ValueError:
-        return False
-    return True
 
 
 def _check_seal(tally: Tally, events: list[Any]) -> None:

@@ -19,7 +19,9 @@ still hold them.
 
 The evidence layer imports only :mod:`hatp.model`: a card's signature is
 checked here with the keyring, as the directory checks it, and a vote with
-a keyring of the Ed25519 keys on its voter's card.
+a keyring of the Ed25519 keys on its voter's card. In a record, every one
+of those signatures is checked at the time of the event that carries the
+approval ([VER-PERIOD]).
 """
 
 from __future__ import annotations
@@ -36,9 +38,9 @@ from hatp.errors import HatpError, PasskeyInvalid
 from hatp.evidence._digest import digest
 from hatp.evidence._keys import Keyring, card_keyring
 from hatp.evidence._passkey import verify_passkey
-from hatp.evidence._signing import Verified, verify
-from hatp.evidence._tally import Tally
-from hatp.evidence._verify_routing import routing_findings, verify_routing
+from hatp.evidence._signing import Verified
+from hatp.evidence._tally import Place, Signatures, Tally
+from hatp.evidence._verify_routing import carried_routing_findings, routing_findings
 from hatp.model import (
     ABSENT,
     Approval,
@@ -90,6 +92,9 @@ class Approving:
     #: How findings name the event, e.g. ``event 5 (txn.approval)``.
     name: str
     doc: Mapping[str, Any]
+    #: Where the approval sits in its event (``body.approval``) and the event's time,
+    #: which its signatures and those of what it carries are checked at.
+    place: Place = field(default_factory=Place)
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,17 +157,27 @@ class _Context:
     keyring: Keyring
     #: Whether the logged plan is the one its digest names ([TXN-PLAN] fails if not).
     plan_signed: bool
+    #: Every signature checked, noted for the report.
+    signatures: Signatures
 
 
 def approval_findings(
-    plan: Plan, plan_digest: str, approving: Sequence[Approving], keyring: Keyring, tally: Tally
+    plan: Plan,
+    plan_digest: str,
+    approving: Sequence[Approving],
+    keyring: Keyring,
+    tally: Tally,
+    signatures: Signatures | None = None,
 ) -> dict[str, str]:
-    """Check :data:`APPROVAL_RULES` on every approval in ``approving``.
+    """Check :data:`APPROVAL_RULES` on every approval in ``approving``, each signature at
+    the time of its approval's place, noted in ``signatures``.
 
     Failures and absences go to ``tally``; returns the detail of each rule
     that ran, for its pass. Never raises on malformed evidence.
     """
-    context = _Context(plan, plan_digest, keyring, digest(plan.to_wire()) == plan_digest)
+    signed = digest(plan.to_wire()) == plan_digest
+    noted = Signatures() if signatures is None else signatures
+    context = _Context(plan, plan_digest, keyring, signed, noted)
     counts = _Counts()
     for item in approving:
         evidence = _read(context, item)
@@ -194,7 +209,7 @@ def verify_approval(
         for rule in APPROVAL_RULES:
             tally.absent(rule, f"the plan cannot be read: {exc.code}: {exc.message}")
         return tally.findings({})
-    context = _Context(parsed, digest(parsed.to_wire()), keyring, plan_signed=True)
+    context = _Context(parsed, digest(parsed.to_wire()), keyring, True, Signatures())
     return _findings(context, _read(context, Approving(None, "", approval)), tally)
 
 
@@ -211,7 +226,7 @@ def verify_read_approval(
     holds the digest of ``plan`` (the coordinator, which checks both before it looks at
     the evidence): the same rules and findings, without reading the approval twice.
     """
-    context = _Context(plan, plan_digest, keyring, plan_signed=True)
+    context = _Context(plan, plan_digest, keyring, True, Signatures())
     evidence = _evidence(context, Approving(None, "", doc), approval, signer)
     return _findings(context, evidence, Tally(APPROVAL_RULES))
 
@@ -245,7 +260,7 @@ def _read(context: _Context, item: Approving) -> _Evidence | str:
     else say why it is not one."""
     try:
         approval = Approval.model_validate(item.doc)
-        signer = verify(item.doc, context.keyring)
+        signer = context.signatures.verify(item.doc, context.keyring, item.place)
     except ValidationError as exc:
         return f"not an Approval: {exc.errors()[0]['msg']}"
     except HatpError as exc:
@@ -301,10 +316,22 @@ def _check_routing(context: _Context, ev: _Evidence, tally: Tally, counts: _Coun
     findings = (
         # Read once already; the plan digests to context.plan_digest when it is signed.
         routing_findings(
-            ev.approval.routing, ev.routing, context.plan, context.plan_digest, context.keyring
+            ev.approval.routing,
+            ev.routing,
+            context.plan,
+            context.plan_digest,
+            context.keyring,
+            context.signatures,
+            ev.at.place.member("routing"),
         )
         if ev.routing is not None and context.plan_signed
-        else verify_routing(ev.approval.routing, context.plan, context.keyring)
+        else carried_routing_findings(
+            ev.approval.routing,
+            context.plan,
+            context.keyring,
+            context.signatures,
+            ev.at.place.member("routing"),
+        )
     )
     for finding in findings:
         if finding.result is Result.PASS or (
@@ -352,7 +379,8 @@ def _check_cards(context: _Context, ev: _Evidence, tally: Tally, counts: _Counts
     seen: set[str] = set()
     for index, doc in enumerate(ev.approval.cards):
         read = ev.read_cards[index] if index < len(ev.read_cards) else None
-        problem = _card_problem(doc, context.keyring, read)
+        place = ev.at.place.member(f"cards[{index}]")
+        problem = _card_problem(doc, context, place, read)
         card_id = doc.get("id") if isinstance(doc.get("id"), str) else None
         if problem is None and card_id in seen:
             problem = "repeats a card id"
@@ -367,7 +395,7 @@ def _check_cards(context: _Context, ev: _Evidence, tally: Tally, counts: _Counts
 
 
 def _card_problem(
-    doc: Mapping[str, Any], keyring: Keyring, read: HumanCard | HatpError | None = None
+    doc: Mapping[str, Any], context: _Context, place: Place, read: HumanCard | HatpError | None
 ) -> str | None:
     """Why ``doc`` is not a Human Card signed by the directory it names, if it is not
     (``read``: the card as read already, or why it could not be read)."""
@@ -376,7 +404,7 @@ def _card_problem(
     try:
         if read is None:
             parse_card(doc)
-        signer = verify(doc, keyring)
+        signer = context.signatures.verify(doc, context.keyring, place)
     except HatpError as exc:
         return _untrusted(exc)
     if signer.issuer != doc.get("issuer"):
@@ -400,14 +428,14 @@ def _check_votes(context: _Context, ev: _Evidence, tally: Tally, counts: _Counts
         "termsDigest": ev.approval.terms_digest,
     }
     for item in ev.votes:
-        for problem in _vote_problems(item, expected, ev.cards):
+        for problem in _vote_problems(context, ev, item, expected):
             tally.fail(
                 rule, ev.where(f"carries votes[{item.index}], which {problem}"), ev.at.position
             )
 
 
 def _vote_problems(
-    item: _Vote, expected: Mapping[str, str | None], cards: Mapping[str, HumanCard]
+    context: _Context, ev: _Evidence, item: _Vote, expected: Mapping[str, str | None]
 ) -> list[str]:
     if item.vote is None:
         return [str(item.problem)]
@@ -416,13 +444,14 @@ def _vote_problems(
         for member, value in expected.items()
         if item.doc.get(member) != value
     ]
-    card = cards.get(item.vote.human)
+    card = ev.cards.get(item.vote.human)
     if card is None:
         return [*out, f"is by {item.vote.human}, whose card the approval does not carry"]
     if item.vote.signature is None:
         return out  # signed by its passkey alone: [TXN-PASSKEY] checks that
     try:
-        verify(item.doc, card_keyring(card))
+        place = ev.at.place.member(f"votes[{item.index}]")
+        context.signatures.verify(item.doc, card_keyring(card), place)
     except HatpError as exc:
         out.append(
             f"is not signed by an Ed25519 key on {card.id}'s card: "

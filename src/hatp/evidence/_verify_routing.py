@@ -4,13 +4,15 @@ The verifier does not take the gateway's word for the amounts: it recomputes
 what the approval group had to cover from the plan (the same pure function
 the gateway uses, :func:`hatp.model.required_amounts`) and fails a record
 that claims a check it did not make. A record saying ``checked: "absent"``
-is reported absent, and absent is never a pass (docs/spec.md §18).
+is reported absent, and absent is never a pass (docs/spec.md §18). A record an
+approval in a Transaction Record carries is checked at the time of the event
+that carries the approval ([VER-PERIOD]).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from typing import Any
 
@@ -19,8 +21,7 @@ from pydantic import ValidationError
 from hatp.errors import AskInvalid, HatpError
 from hatp.evidence._digest import digest
 from hatp.evidence._keys import Keyring
-from hatp.evidence._signing import verify
-from hatp.evidence._tally import Tally
+from hatp.evidence._tally import Place, Signatures, Tally
 from hatp.model import ABSENT, Amount, Finding, Plan, RoutingRecord, parse_plan, required_amounts
 
 #: The routing rules, in report order, with what a pass means.
@@ -45,6 +46,10 @@ class _Routing:
     keyring: Keyring
     #: The digest of ``plan``, when the caller has it; else computed.
     plan_digest: str | None = None
+    #: Where the record sits in a Transaction Record, and when: what its signature is
+    #: checked at ([VER-PERIOD]); noted in ``signatures``.
+    place: Place = field(default_factory=Place)
+    signatures: Signatures = field(default_factory=Signatures)
 
 
 def verify_routing(
@@ -59,11 +64,31 @@ def verify_routing(
 
 
 def routing_findings(
-    doc: Mapping[str, Any], record: RoutingRecord, plan: Plan, plan_digest: str, keyring: Keyring
+    doc: Mapping[str, Any],
+    record: RoutingRecord,
+    plan: Plan,
+    plan_digest: str,
+    keyring: Keyring,
+    signatures: Signatures,
+    place: Place,
 ) -> list[Finding]:
     """:func:`verify_routing`, for a caller that has read ``doc`` as ``record`` and holds
-    ``plan``'s digest (checking an approval that carries it): the same findings."""
-    return _findings(_Routing(doc, record, "", plan, plan, None, keyring, plan_digest))
+    ``plan``'s digest (checking an approval that carries it): the same findings, the
+    signature checked at ``place``'s time and noted in ``signatures``."""
+    routing = _Routing(doc, record, "", plan, plan, None, keyring, plan_digest, place, signatures)
+    return _findings(routing)
+
+
+def carried_routing_findings(
+    doc: Mapping[str, Any],
+    plan: Mapping[str, Any] | Plan,
+    keyring: Keyring,
+    signatures: Signatures,
+    place: Place,
+) -> list[Finding]:
+    """:func:`verify_routing` of a routing record an approval in a record carries: the
+    same findings, the signature checked at ``place``'s time and noted in ``signatures``."""
+    return _findings(replace(_read(doc, plan, keyring), place=place, signatures=signatures))
 
 
 def _findings(routing: _Routing) -> list[Finding]:
@@ -98,7 +123,7 @@ def _check_signed(routing: _Routing, tally: Tally) -> str | None:
         tally.fail(rule, f"not a routing record: {routing.record_problem}")
         return None
     try:
-        signer = verify(routing.doc, routing.keyring)
+        signer = routing.signatures.verify(routing.doc, routing.keyring, routing.place)
     except HatpError as exc:
         tally.fail(
             rule, f"the record does not verify: {exc.data.get('reason', exc.code)}: {exc.message}"

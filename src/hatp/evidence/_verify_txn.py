@@ -25,8 +25,7 @@ from pydantic import ValidationError
 
 from hatp.errors import InvalidJson, SignatureInvalid, VersionUnsupported
 from hatp.evidence._keys import Keyring
-from hatp.evidence._signing import verify
-from hatp.evidence._tally import Tally
+from hatp.evidence._tally import Signatures, Tally
 from hatp.evidence._txn_read import EMBEDDED, Event, Signed, Txn, read_txn, wire_time
 from hatp.evidence._verify_approval import APPROVAL_RULES, Approving, approval_findings
 from hatp.evidence._verify_holds import (
@@ -107,14 +106,20 @@ _BRANCH_EVENTS = frozenset(
 )
 
 
-def transaction_findings(record_id: str, events: Sequence[Any], keyring: Keyring) -> list[Finding]:
+def transaction_findings(
+    record_id: str,
+    events: Sequence[Any],
+    keyring: Keyring,
+    signatures: Signatures | None = None,
+) -> list[Finding]:
     """Check the transaction rules (:data:`TXN_RULES`); return one finding per rule.
 
     A failing rule has one finding per failure, ``event`` being its
-    position. Never raises on a malformed record: what cannot be read fails
-    or is absent.
+    position. Every signed object an event carries is checked at that event's
+    time ([VER-PERIOD]) and noted in ``signatures``. Never raises on a malformed
+    record: what cannot be read fails or is absent.
     """
-    txn = read_txn(record_id, events, keyring)
+    txn = read_txn(record_id, events, keyring, signatures)
     tally = Tally(TXN_RULES)
     passes: dict[str, str] = {}
     for rule, check in _RULES.items():
@@ -122,14 +127,18 @@ def transaction_findings(record_id: str, events: Sequence[Any], keyring: Keyring
         if detail is not None:
             passes[rule] = detail
     if txn.plan is not None and txn.plan_digest is not None:
-        passes.update(approval_findings(txn.plan, txn.plan_digest, _approving(txn), keyring, tally))
+        approving = _approving(txn)
+        passes.update(
+            approval_findings(txn.plan, txn.plan_digest, approving, keyring, tally, txn.signatures)
+        )
     return tally.findings(passes)
 
 
 def _approving(txn: Txn) -> list[Approving]:
     """The approvals the record counts, that approve: what the approval rules check."""
+    member = f"body.{EMBEDDED[TxnEvent.APPROVAL].member}"
     return [
-        Approving(event.position, event.name, approval)
+        Approving(event.position, event.name, approval, event.place(member))
         for event in txn.of(TxnEvent.APPROVAL)
         if (approval := event.embedded()) is not None
         and approval.get("decision") == ApprovalDecision.APPROVE
@@ -239,14 +248,14 @@ def _check_signers(txn: Txn, tally: Tally) -> str | None:
     for event in txn.events:
         for signed in event.signed():
             checked += 1
-            problem = _signer_problem(txn, txn.plan, signed)
+            problem = _signer_problem(txn, txn.plan, event, signed)
             if problem is not None:
                 tally.fail(rule, f"{event.name}: {problem}", event.position)
     tally.ran(rule)
     return f"{checked} signed receipts, approvals, quotes and estimates verify, each by its party"
 
 
-def _signer_problem(txn: Txn, plan: Plan, found: Signed) -> str | None:
+def _signer_problem(txn: Txn, plan: Plan, event: Event, found: Signed) -> str | None:
     where, spec, signed = found.where, found.spec, found.doc
     if not isinstance(signed, dict):
         return f"{where} is {'missing' if signed is None else 'not an object'}"
@@ -261,7 +270,8 @@ def _signer_problem(txn: Txn, plan: Plan, found: Signed) -> str | None:
     if signed.get("attempt", 1) < spec.min_attempt:
         return f"{where} is attempt {signed.get('attempt', 1)}; a hold placed again is attempt 2 on"
     try:
-        signer = verify(signed, txn.keyring)
+        # At its event's time: the coordinator recorded it then, so it was signed by then.
+        signer = txn.signatures.verify(signed, txn.keyring, event.place(where))
     except (SignatureInvalid, VersionUnsupported, InvalidJson) as exc:
         return f"{where} does not verify: {exc.data.get('reason', exc.code)}: {exc.message}"
     if spec.key == "groupId":

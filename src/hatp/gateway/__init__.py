@@ -16,14 +16,22 @@ Channels reach people: :class:`MemoryChannel` (with scripted
 :class:`Person` s for tests and demos), :class:`TerminalChannel`, and
 :class:`WebChannel`, the approver page's: people sign in with their passkey
 (:class:`ApproverSessions`) and answer there (:class:`WebApprovals`).
+Push channels send the notices of the gateway's outbox (:class:`OutboxMessage`,
+:class:`PushChannel`, one per event of :data:`NOTICE_EVENTS`) and never take a vote:
+:class:`WebhookChannel` POSTs each signed (a receiver checks it with
+:func:`verify_webhook`), and :class:`EmailChannel` mails it (:class:`SmtpSettings`,
+:func:`render_email`) with a link to the approver page. The gateway sends them through
+its outbox, at least once, retried as a :class:`SendPolicy` says.
 """
 
 from hatp.gateway._amounts import RequiredAmount, required_amounts
 from hatp.gateway._authenticator import SoftwareAuthenticator
 from hatp.gateway._calls import call_terms, parse_call_request, terms_digest
 from hatp.gateway._channels import Channel, MemoryChannel, Notice, Person, Responder
+from hatp.gateway._email import EmailChannel, SmtpSettings, render_email
 from hatp.gateway._gateway import HumanGateway
 from hatp.gateway._inbox import AskProgress, PersonProgress
+from hatp.gateway._outbox import SendPolicy
 from hatp.gateway._people import passkey_vote, sign_passkey_vote, sign_vote, vote_challenge
 from hatp.gateway._preview_view import (
     STEP_PREVIEW_LABEL,
@@ -32,6 +40,7 @@ from hatp.gateway._preview_view import (
     preview_lines,
     preview_view,
 )
+from hatp.gateway._push import NOTICE_EVENTS, OutboxMessage, PushChannel
 from hatp.gateway._questions import check_answer, parse_question, question_digest, sign_answer
 from hatp.gateway._routing import Routed, resolve_question, route, route_call
 from hatp.gateway._sessions import ApproverSessions, SignedIn
@@ -56,11 +65,13 @@ from hatp.gateway._view import (
     render_text,
 )
 from hatp.gateway._web import WEB, WebApprovals, WebChannel
+from hatp.gateway._webhook import WebhookChannel, verify_webhook, webhook_signature_base
 from hatp.gateway._write_view import write_preview_lines
 
 __all__ = [
     "AGENT_TEXT_LABEL",
     "ARGUMENTS_LABEL",
+    "NOTICE_EVENTS",
     "STEP_ARGUMENTS_LABEL",
     "STEP_PREVIEW_LABEL",
     "TERMS_LABEL",
@@ -72,24 +83,30 @@ __all__ = [
     "AskProgress",
     "CallView",
     "Channel",
+    "EmailChannel",
     "HoldLine",
     "HumanGateway",
     "MemoryChannel",
     "Notice",
+    "OutboxMessage",
     "Person",
     "PersonProgress",
     "PreviewView",
+    "PushChannel",
     "QuestionView",
     "RequiredAmount",
     "Responder",
     "Routed",
+    "SendPolicy",
     "ShownJson",
     "SignedIn",
+    "SmtpSettings",
     "SoftwareAuthenticator",
     "TerminalChannel",
     "TermsView",
     "WebApprovals",
     "WebChannel",
+    "WebhookChannel",
     "approver_view",
     "call_terms",
     "call_view",
@@ -102,6 +119,7 @@ __all__ = [
     "question_digest",
     "question_view",
     "render_call_text",
+    "render_email",
     "render_question_text",
     "render_text",
     "required_amounts",
@@ -113,6 +131,8 @@ __all__ = [
     "sign_passkey_vote",
     "sign_vote",
     "terms_digest",
+    "verify_webhook",
     "vote_challenge",
+    "webhook_signature_base",
     "write_preview_lines",
 ]

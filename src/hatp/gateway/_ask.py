@@ -6,9 +6,11 @@ candidates, the people passed over, then any delegates escalated to. Each
 change is a method of :class:`AskDoc` that edits a copy of the document and
 returns what the gateway must then do over its channels (:class:`Effects`).
 The gateway stores the document first and speaks over channels after, so
-nobody is ever asked or withdrawn from that the store does not know of (a
-notice lost in a crash is not sent again: that person misses their SLA and
-the gateway escalates).
+nobody is ever asked or withdrawn from that the store does not know of. Over a
+push channel (webhook, e-mail) the notices are outbox rows stored with the
+document and sent at least once ([OUTBOX]); over an in-process channel a notice
+lost in a crash is not sent again: that person misses their SLA and the
+gateway escalates.
 
 An ask is an approval group of a plan, a question, or one tool call; a call
 ask follows an approval group's rules throughout and ends in a signed
@@ -18,6 +20,7 @@ CallApproval instead of an Approval.
 from __future__ import annotations
 
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -55,6 +58,9 @@ class Context:
     served: frozenset[str]
     directory: CardSource
     now: datetime
+    #: Whether the gateway holds contact details for (channel type, person); ``None``:
+    #: every channel it serves reaches everyone (channels that need no address).
+    reaches: Callable[[str, str], bool] | None = None
 
 
 @dataclass
@@ -63,6 +69,8 @@ class Effects:
 
     deliver: list[str] = field(default_factory=list)  # people newly asked
     withdraw: list[tuple[str, str]] = field(default_factory=list)  # (person, channel type)
+    #: (person, event) told something over their channel: "deadline", "outcome".
+    inform: list[tuple[str, str]] = field(default_factory=list)
 
 
 def person_entry(card: HumanCard, **extra: Any) -> dict[str, Any]:
@@ -143,14 +151,53 @@ class AskDoc:
                 asked.append(nxt["id"])
         return asked
 
+    def _channel_for(self, entry: dict[str, Any]) -> str | None:
+        """[GW-CHANNEL] the first channel on the person's card, in the card's order, that
+        the gateway serves, holds their contact details for, and has not failed them."""
+        failed = entry.get("failedChannels", ())
+        reaches = self.ctx.reaches
+        channels: list[str] = entry["channels"]
+        return next(
+            (
+                channel
+                for channel in channels
+                if channel in self.ctx.served
+                and channel not in failed
+                and (reaches is None or reaches(channel, entry["id"]))
+            ),
+            None,
+        )
+
+    def channel_failed(self, human: str, channel: str, reason: str) -> bool:
+        """[GW-CHANNEL-NEXT] ``channel`` could not reach ``human``: ask them over their next
+        channel (their SLA starting again), or, with none left, count them unreachable and
+        ask the next candidate. Only for someone still asked over that channel; returns
+        whether anything changed."""
+        entry = self.person(human)
+        if entry is None or not _waiting(entry) or entry.get("channel") != channel:
+            return False
+        entry.setdefault("failedChannels", []).append(channel)
+        if self._ask(entry):
+            entry["detail"] = f"{channel} failed ({reason[:200]}); asked over {entry['channel']}"
+            return True
+        entry["detail"] = f"{entry['detail']}; last: {channel}: {reason[:200]}"
+        self.fill()
+        return True
+
     def _outstanding(self) -> int:
         waiting = sum(1 for p in self.doc["people"] if _waiting(p))
         return waiting + len(self.approvers())
 
     def _ask(self, entry: dict[str, Any]) -> bool:
-        channel = next((c for c in entry["channels"] if c in self.ctx.served), None)
+        channel = self._channel_for(entry)
         if channel is None:
-            entry.update(status="unreachable", detail="no channel the gateway serves")
+            failed = entry.get("failedChannels")
+            detail = (
+                f"every channel failed ({', '.join(failed)})"
+                if failed
+                else "no channel the gateway serves"
+            )
+            entry.update(status="unreachable", detail=detail)
             return False
         now = self.ctx.now
         entry.update(
@@ -293,10 +340,14 @@ class AskDoc:
         self.doc["result"] = answer
 
     def _withdraw_waiting(self, detail: str) -> None:
+        """Withdraw the ask from everyone still asked; tell those who responded how it
+        ended (their ``outcome`` notice)."""
         for entry in self.doc["people"]:
             if _waiting(entry):
                 entry.update(status="withdrawn", detail=detail)
                 self.effects.withdraw.append((entry["id"], entry["channel"]))
+            elif entry["status"] == "decided" and entry.get("channel"):
+                self.effects.inform.append((entry["id"], "outcome"))
 
     def _approval(self, decision: str, reason: str, *, withdrawn: bool) -> dict[str, Any]:
         """The signed outcome: an Approval of a plan's group, or a CallApproval of one call."""

@@ -29,7 +29,7 @@ from hatp import _checks
 from hatp._waiting import first_of
 from hatp.clock import Clock, format_time, parse_time
 from hatp.directory import CardSource, Directory, Resolution
-from hatp.errors import AskConflict, StoreUnavailable
+from hatp.errors import AskConflict, AskUnknown, LinkRefused, StoreUnavailable
 from hatp.evidence import SigningKey
 from hatp.gateway._ask import AskDoc, Context, Effects, person_entry
 from hatp.gateway._calls import call_terms, parse_call_request, terms_digest
@@ -38,7 +38,15 @@ from hatp.gateway._deadline import pending_vote, tighten
 from hatp.gateway._estimate import chain_estimate
 from hatp.gateway._hold_terms import read_hold_terms
 from hatp.gateway._notices import notice
+from hatp.gateway._outbox import (
+    OutboxSender,
+    SendPolicy,
+    link_token,
+    notice_rows,
+    read_link_token,
+)
 from hatp.gateway._passkey_votes import Spend, check_passkey
+from hatp.gateway._push import PushChannel
 from hatp.gateway._questions import parse_question, question_digest, sign_answer
 from hatp.gateway._responses import (
     check_signature,
@@ -52,7 +60,16 @@ from hatp.gateway._responses import (
 from hatp.gateway._results import approval_result, of_kind, question_result
 from hatp.gateway._routing import Routed, resolve_question, route, route_call
 from hatp.model import CALL_GROUP, HumanCard
-from hatp.store import AskChanges, AskKind, AskRow, AskState, AskStore, PasskeyBook
+from hatp.store import (
+    AskChanges,
+    AskKind,
+    AskRow,
+    AskState,
+    AskStore,
+    Outbox,
+    OutboxRow,
+    PasskeyBook,
+)
 
 if TYPE_CHECKING:
     from hatp.coordinator import ApprovalRequest
@@ -67,6 +84,9 @@ MAX_RECHECK_SECONDS = 3600
 QUESTION_GROUP = "question"
 #: How long the background loop waits before trying a store that failed again.
 STORE_RETRY_SECONDS = 5.0
+#: How often a sender looks for notices it was not told of (another process's, or one
+#: left claimed by a process that died), when the gateway sets no recheck.
+OUTBOX_RECHECK_SECONDS = 30.0
 
 _log = logging.getLogger(__name__)
 _T = TypeVar("_T")
@@ -98,6 +118,13 @@ class HumanGateway:
     a long poll reads its ask again, so that a vote another process took is seen
     within that time ([GW-RECHECK]); ``None`` (one process) waits for this
     process's own changes, the next SLA or deadline, or the poll's end.
+
+    Push channels (:class:`~hatp.gateway.PushChannel`: webhook, e-mail) among
+    ``channels`` are sent to through the store's outbox ([OUTBOX]), at least once,
+    retried as ``send_policy`` says; a person they cannot reach is asked over their
+    next channel ([GW-CHANNEL-NEXT]). ``approver_url`` is where the gateway's approver
+    page is served (``https://gateway.acme.com/approve``): notices name the ask's page
+    there, and an e-mail carries a single-use link to it ([OUTBOX-LINK]).
     """
 
     def __init__(
@@ -106,12 +133,14 @@ class HumanGateway:
         key: SigningKey,
         directory: CardSource,
         asks: AskStore,
-        channels: Mapping[str, Channel] | Iterable[Channel],
+        channels: Mapping[str, Channel | PushChannel] | Iterable[Channel | PushChannel],
         clock: Clock,
         *,
         initiator_principals: Mapping[str, str] | None = None,
         passkey_origins: Iterable[str] | None = None,
         recheck_seconds: float | None = None,
+        approver_url: str | None = None,
+        send_policy: SendPolicy | None = None,
     ) -> None:
         if recheck_seconds is not None and not 0 < recheck_seconds <= MAX_RECHECK_SECONDS:
             raise ValueError(f"recheck_seconds must be within (0, {MAX_RECHECK_SECONDS}]")
@@ -120,12 +149,31 @@ class HumanGateway:
         self._key = key
         self._directory = directory
         self._asks = asks
-        self._channels: dict[str, Channel] = (
+        self._channels: dict[str, Channel | PushChannel] = (
             dict(channels)
             if isinstance(channels, Mapping)
             else {c.channel_type: c for c in channels}
         )
         self._clock = clock
+        self._approver_url = None if approver_url is None else approver_url.rstrip("/")
+        # The push channels, sent to through the outbox; the others are told in process.
+        self._push: dict[str, PushChannel] = {}
+        self._told: dict[str, Channel] = {}  # the in-process channels
+        for kind, channel in self._channels.items():
+            if isinstance(channel, PushChannel):
+                self._push[kind] = channel
+            else:
+                self._told[kind] = channel
+        self._sender = OutboxSender(
+            Outbox(asks.store),
+            self._push,
+            clock,
+            stored=self._stored,
+            read_ask=asks.get,
+            fallback=self._channel_failed,
+            link=self._link,
+            policy=send_policy,
+        )
         self._principals = dict(initiator_principals or {})
         self._origins = None if passkey_origins is None else tuple(passkey_origins)
         self._passkeys = PasskeyBook(asks.store)
@@ -246,6 +294,10 @@ class HumanGateway:
                     ask_id, None, "WRONG_KIND", "a question's deadline is its asker's to set"
                 )
             moved = tighten(work, decide_by)
+            if moved:  # push channels tell the people asked the new deadline
+                work.effects.inform.extend(
+                    (p["id"], "deadline") for p in work.people if p["status"] == "asked"
+                )
 
         row = await self._apply(ask_id, change)
         if moved:  # pollers and the loop wait for the old deadline: wake them
@@ -560,6 +612,11 @@ class HumanGateway:
         listening = (
             None if self._listener is None else asyncio.create_task(self._listener.run(stop))
         )
+        sending = (
+            asyncio.create_task(self._sender.run(stop, self._outbox_recheck()))
+            if self._push
+            else None
+        )
         try:
             while not stop.is_set():
                 self._changed.clear()
@@ -576,9 +633,17 @@ class HumanGateway:
                     waits.append(self._clock.sleep_until(due))
                 await first_of(*waits)
         finally:
-            if listening is not None:
-                listening.cancel()
-                await asyncio.gather(listening, return_exceptions=True)
+            for task in (listening, sending):
+                if task is not None:
+                    task.cancel()
+                    await asyncio.gather(task, return_exceptions=True)
+            await self._sender.close()
+
+    def _outbox_recheck(self) -> float:
+        """How often the sender looks for notices another process wrote (or left)."""
+        if self._recheck is not None:
+            return self._recheck.total_seconds()
+        return OUTBOX_RECHECK_SECONDS
 
     @property
     def listening(self) -> bool:
@@ -617,7 +682,76 @@ class HumanGateway:
         return await self._asks.store.call_in(self._lane, fn, *args)
 
     def _context(self, now: datetime) -> Context:
-        return Context(self._id, self._key, frozenset(self._channels), self._directory, now)
+        reaches = self._reaches if self._push else None
+        served = frozenset(self._channels)
+        return Context(self._id, self._key, served, self._directory, now, reaches)
+
+    def _reaches(self, channel: str, human: str) -> bool:
+        """Whether ``channel`` holds contact details for ``human`` (in-process channels
+        reach everyone they serve)."""
+        push = self._push.get(channel)
+        return push is None or push.reaches(human)
+
+    def _link(self, notice_id: str, ask_id: str) -> str | None:
+        """The single-use link to ``ask_id`` on the approver page a notice carries."""
+        if self._approver_url is None:
+            return None
+        return f"{self._approver_url}/link/{link_token(self._key, notice_id)}"
+
+    def _notices(self, row: AskRow, effects: Effects, now: datetime) -> list[OutboxRow]:
+        """The outbox rows the change that left ``row`` writes in its transaction."""
+        return notice_rows(row, effects, self._push, self._id, now, self._approver_url)
+
+    async def _channel_failed(self, ask_id: str, human: str, channel: str, reason: str) -> None:
+        """[GW-CHANNEL-NEXT] the outbox could not reach ``human`` over ``channel``."""
+
+        def change(row: AskRow, work: AskDoc) -> None:
+            work.channel_failed(human, channel, reason)
+
+        try:
+            await self._apply(ask_id, change)
+        except (AskConflict, AskUnknown) as error:
+            _log.warning("ask %s: moving %s off %s failed: %s", ask_id, human, channel, error)
+
+    async def open_link(self, token: str) -> str:
+        """Spend a notice's single-use link to the approver page; return the ask it is
+        about ([OUTBOX-LINK]). The link names the ask, nothing more: the page still signs
+        the person in with their passkey.
+
+        Raises:
+            LinkRefused: ``INVALID`` (not a link this gateway signed for a notice in its
+                outbox) or ``USED`` (opened before).
+            StoreUnavailable: the store failed.
+        """
+        notice_id = read_link_token(self._key, token)
+        outbox = self._sender.outbox
+        row = None if notice_id is None else await self._stored(outbox.get, notice_id)
+        if row is None:
+            raise LinkRefused(
+                "this link is not one this gateway sent; sign in on the approver page to "
+                "see the asks waiting for you",
+                reason="INVALID",
+            )
+        spent = await self._stored(outbox.use_link, row.notice_id, self._clock.now())
+        if not spent and _checks.is_on("OUTBOX-LINK"):
+            raise LinkRefused(
+                "this link was opened before, and opens once; sign in on the approver page "
+                "to see the asks waiting for you",
+                reason="USED",
+                ask_id=row.ask_id,
+            )
+        return row.ask_id
+
+    @property
+    def push_channel_types(self) -> frozenset[str]:
+        """The channel types this gateway sends to through its outbox (webhook, e-mail)."""
+        return frozenset(self._push)
+
+    @property
+    def outbox(self) -> OutboxSender:
+        """The sender of this gateway's notices over push channels (its stats, its
+        store rows), [OUTBOX]."""
+        return self._sender
 
     def _new_doc(
         self,
@@ -714,24 +848,28 @@ class HumanGateway:
 
     async def _create(self, work: AskDoc, kind: AskKind, now: datetime) -> AskRow:
         doc = work.doc
-        row = await self._stored(
-            self._asks.create,
-            AskRow(
-                ask_id=doc["askId"],
-                kind=kind,
-                txn_id=doc["txnId"],
-                group_id=doc["groupId"],
-                plan_digest=doc["planDigest"],
-                state=AskState(doc["state"]),
-                decide_by=work.decide_by,
-                next_due=work.next_due() if doc["state"] == AskState.OPEN.value else None,
-                doc=doc,
-            ),
-            now,
+        new = AskRow(
+            ask_id=doc["askId"],
+            kind=kind,
+            txn_id=doc["txnId"],
+            group_id=doc["groupId"],
+            plan_digest=doc["planDigest"],
+            state=AskState(doc["state"]),
+            decide_by=work.decide_by,
+            next_due=work.next_due() if doc["state"] == AskState.OPEN.value else None,
+            doc=doc,
         )
+        if self._push:
+            notices = self._notices(new, work.effects, now)
+            row = await self._stored(self._create_with, new, now, notices)
+        else:
+            row = await self._stored(self._asks.create, new, now)
         if row.ask_id == doc["askId"]:  # ours, not one another gateway made first
             await self._act(row, work.effects)
         return row
+
+    def _create_with(self, row: AskRow, now: datetime, notices: list[OutboxRow]) -> AskRow:
+        return self._asks.create(row, now, notices=notices)
 
     def _settle(self, ask_id: str) -> tuple[AskRow, Effects]:
         """Read the ask; if it is due, act on it first (effects left to the caller)."""
@@ -798,8 +936,9 @@ class HumanGateway:
                 next_due=work.next_due() if is_open else None,
                 decide_by=work.decide_by,
             )
+            notices = self._notices(updated, work.effects, now) if self._push else []
             try:
-                return self._asks.update(updated, now, also=also), work.effects
+                return self._asks.update(updated, now, also=also, notices=notices), work.effects
             except AskConflict:
                 continue
         raise AskConflict(
@@ -815,10 +954,19 @@ class HumanGateway:
     async def _act(self, row: AskRow, effects: Effects) -> None:
         """Say over the channels what the stored change means, then wake the waiters."""
         people = {p["id"]: p for p in row.doc["people"]}
+        push = self._push
+        if push and (
+            any(people[h]["channel"] in push for h in effects.deliver)
+            or any(channel in push for _, channel in effects.withdraw)
+            or any(people[h].get("channel") in push for h, _ in effects.inform)
+        ):
+            self._sender.kick()  # the change stored its notices in the outbox
         for human in effects.deliver:
             entry = people[human]
+            if entry["channel"] in push:
+                continue
             try:
-                await self._channels[entry["channel"]].deliver(notice(row, entry), self)
+                await self._told[entry["channel"]].deliver(notice(row, entry), self)
             except Exception as exc:  # the person misses their SLA; the gateway escalates
                 _log.warning(
                     "ask %s: delivery over %s failed: %s", row.ask_id, entry["channel"], exc,
@@ -831,8 +979,10 @@ class HumanGateway:
                     extra={"askId": row.ask_id, "txnId": row.txn_id},
                 )  # fmt: skip
         for human, channel in effects.withdraw:
+            if channel in push:
+                continue
             try:
-                await self._channels[channel].withdraw(row.ask_id, human)
+                await self._told[channel].withdraw(row.ask_id, human)
             except Exception as exc:  # withdrawing is a courtesy; the ask is closed anyway
                 _log.info(
                     "ask %s: withdrawing over %s failed: %s", row.ask_id, channel, exc,

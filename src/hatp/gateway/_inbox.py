@@ -12,7 +12,7 @@ person routed so far (the routing the Approval will carry).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -59,19 +59,21 @@ class AskProgress:
     people: tuple[PersonProgress, ...]
 
 
-def inbox(asks: AskStore, human: str, channel_type: str) -> list[Notice]:
-    """Return the notice of every open ask that waits on ``human`` over ``channel_type``,
-    oldest ask first.
+def inbox(asks: AskStore, human: str, channel_types: Collection[str]) -> list[Notice]:
+    """Return the notice of every open ask that waits on ``human`` over one of
+    ``channel_types``, oldest ask first.
 
     Raises:
         StoreUnavailable: the store failed.
     """
-    return [notice(row, entry) for row, entry in waiting(asks, human, channel_type)]
+    return [notice(row, entry) for row, entry in waiting(asks, human, channel_types)]
 
 
-def waiting(asks: AskStore, human: str, channel_type: str) -> list[tuple[AskRow, dict[str, Any]]]:
-    """Every open ask that waits on ``human`` over ``channel_type``, with their entry in
-    its routing, oldest ask first (what :func:`inbox` makes notices of).
+def waiting(
+    asks: AskStore, human: str, channel_types: Collection[str]
+) -> list[tuple[AskRow, dict[str, Any]]]:
+    """Every open ask that waits on ``human`` over one of ``channel_types``, with their
+    entry in its routing, oldest ask first (what :func:`inbox` makes notices of).
 
     Raises:
         StoreUnavailable: the store failed.
@@ -79,7 +81,7 @@ def waiting(asks: AskStore, human: str, channel_type: str) -> list[tuple[AskRow,
     found = []
     for row in asks.open_asks():
         entry = _entry(row, human)
-        if entry is not None and entry["status"] == "asked" and entry["channel"] == channel_type:
+        if entry is not None and entry["status"] == "asked" and entry["channel"] in channel_types:
             found.append((row, entry))
     return found
 

@@ -103,7 +103,7 @@ TERMS_LABEL = (
     "you approve them with the plan):"
 )
 #: What each tier means to the person deciding.
-_TIER_WORDS = {
+TIER_WORDS = {
     Tier.HOLD: "held until commit",
     Tier.COMPENSATE: "can be undone",
     Tier.FINAL: "cannot be undone",
@@ -308,7 +308,7 @@ def render_text(view: ApproverView) -> str:
     for number, step in enumerate(view.steps, 1):
         lines.append(
             f"  {number}. {_safe(step.branch_id)}: {_safe(step.operation)} "
-            f"on {_safe(step.participant)}, {step.tier.value} ({_TIER_WORDS[step.tier]})"
+            f"on {_safe(step.participant)}, {step.tier.value} ({TIER_WORDS[step.tier]})"
             + (f", {step.amount}" if step.amount is not None else ", no amount")
             + (f", settles {', '.join(_safe(s) for s in step.settles)}" if step.settles else "")
         )
@@ -323,7 +323,7 @@ def render_text(view: ApproverView) -> str:
         lines.append("You approve spending: nothing (the plan spends no money)")
     lines.append(f"Decide by: {format_time(view.decide_by)} (UTC)")
     if view.terms is not None:
-        lines.extend(["", *_terms_lines(view.terms)])
+        lines.extend(["", *terms_lines(view.terms)])
     if view.agent_text is not None:
         lines.extend(["", AGENT_TEXT_LABEL, *_barred(view.agent_text)])
     return "\n".join(lines) + "\n"
@@ -342,7 +342,7 @@ def _step_arguments_lines(step: StepLine) -> list[str]:
     return lines
 
 
-def _terms_lines(terms: TermsView) -> list[str]:
+def terms_lines(terms: TermsView) -> list[str]:
     lines = [TERMS_LABEL]
     for hold in terms.holds:
         lease = (

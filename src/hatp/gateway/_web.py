@@ -118,14 +118,18 @@ class WebApprovals:
         self.gateway = gateway
         self.channel = channel
         self.sessions = sessions
+        # People asked over a push channel (webhook, e-mail) answer here too: a notice
+        # there links to this page, and no channel carries a vote back ([EMAIL-NO-VOTE]).
+        self._shown = frozenset({WEB, *gateway.push_channel_types})
 
     def inbox(self, human: str) -> list[Notice]:
-        """The notices of every open ask that waits on ``human`` on the web, oldest first.
+        """The notices of every open ask that waits on ``human`` on the web, or over a
+        push channel whose notices send them here, oldest first.
 
         Raises:
             StoreUnavailable: the store failed.
         """
-        return inbox(self.gateway.asks, human, WEB)
+        return inbox(self.gateway.asks, human, self._shown)
 
     def version(self, human: str) -> str:
         """The digest of ``human``'s inbox as the store holds it: each waiting ask's id
@@ -139,7 +143,7 @@ class WebApprovals:
         """
         shown = [
             {"askId": row.ask_id, "decideBy": row.doc["decideBy"], "entry": entry}
-            for row, entry in waiting(self.gateway.asks, human, WEB)
+            for row, entry in waiting(self.gateway.asks, human, self._shown)
         ]
         return digest({"inbox": shown})
 

@@ -6,17 +6,20 @@ an OpenAPI description (:func:`openapi_document`) and the approver page
 (:func:`approver_routes`: people sign in with a passkey and answer their asks);
 :func:`load_config` and :func:`open_services` open what ``hatp serve`` runs;
 with :class:`ApiCallers` the API answers only its callers' bearer tokens, and an
-agent's token speaks only for that agent (authentication is the transport's job;
-every protocol rule stays in the roles). Each app logs its requests and serves its
-own Prometheus metrics at ``/metrics`` (:class:`ServeMetrics`).
+agent's token speaks only for that agent; with :class:`SignedCallers`, requests
+another organisation signs with its published keys (:func:`sign_request`).
+Authentication is the transport's job; every protocol rule stays in the roles.
+Each app logs its requests and serves its own Prometheus metrics at
+``/metrics`` (:class:`ServeMetrics`).
 
 A system of record's own API takes mutations only under a lease
 (:class:`LeaseGuard`, a pure ASGI middleware) and serves its lease
 endpoints (:func:`lease_routes`: grant, read, recover, restore by hand);
 an agent talks to both with :class:`LeaseClient`. A caller of the
 coordinator's API begins, follows and lists transactions with
-:class:`CoordinatorClient` (``hatp txn``). The PTCL headers carry
-the signed documents as base64url of their canonical JSON
+:class:`CoordinatorClient` (``hatp txn``); a coordinator asks a gateway
+served elsewhere with :class:`HttpGateway`, each request signed with its key.
+The PTCL headers carry the signed documents as base64url of their canonical JSON
 (:func:`encode_header`, :func:`decode_header`). Every hatp error travels
 as its wire form with the status :data:`HTTP_STATUS` gives it
 (:func:`error_response`). No protocol rule lives here: the system of
@@ -48,6 +51,7 @@ from hatp.http._errors import (
     handle_hatp_error,
     status_of,
 )
+from hatp.http._gateway_client import HttpGateway
 from hatp.http._lease_client import LeaseClient, LeasedResponse
 from hatp.http._lease_guard import LeaseGuard, PresentedLease, attach_receipt, presented_lease
 from hatp.http._lease_headers import (
@@ -69,6 +73,7 @@ from hatp.http._services import (
     open_services,
     open_web,
 )
+from hatp.http._signed import SignedCallers, sign_request
 
 __all__ = [
     "APPROVER_PATH",
@@ -91,6 +96,7 @@ __all__ = [
     "CoordinatorSettings",
     "DirectorySettings",
     "GatewaySettings",
+    "HttpGateway",
     "LeaseClient",
     "LeaseGuard",
     "LeasedResponse",
@@ -99,6 +105,7 @@ __all__ = [
     "ServeConfig",
     "ServeMetrics",
     "Services",
+    "SignedCallers",
     "WebSettings",
     "api_token_digest",
     "approver_routes",
@@ -121,5 +128,6 @@ __all__ = [
     "parse_fence_token",
     "parse_only",
     "presented_lease",
+    "sign_request",
     "status_of",
 ]

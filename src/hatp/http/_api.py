@@ -16,6 +16,7 @@ import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import quote
 
 from pydantic import BaseModel, ValidationError
 from starlette.requests import Request
@@ -24,10 +25,17 @@ from starlette.routing import Route
 
 from hatp import _checks
 from hatp._edge_params import HatpParams
-from hatp.errors import BodyTooLarge, HatpError, InvalidJson, UnsupportedMediaType
+from hatp.errors import (
+    BodyTooLarge,
+    HatpError,
+    InvalidJson,
+    Unauthenticated,
+    UnsupportedMediaType,
+)
 from hatp.evidence import parse_json
 from hatp.http._callers import ApiCallers, NamesAgent, Owner, acts_on_own, speaks_for
 from hatp.http._errors import error_response
+from hatp.http._signed import SIGNATURE_HEADER, SignedCallers
 from hatp.model import first_error
 
 __all__ = [
@@ -37,11 +45,12 @@ __all__ = [
     "Operation",
     "OwnedBy",
     "read_body",
+    "request_target",
     "require_json",
     "routes",
 ]
 
-#: The request scope's member naming who called (the bearer-token check), for the log.
+#: The request scope's member naming who called (a bearer token or a signature), for the log.
 CALLER_SCOPE = "hatp.caller"
 #: The request scope's member naming the code a request was refused with, for the metrics.
 ERROR_SCOPE = "hatp.error"
@@ -126,8 +135,11 @@ class Operation:
         taken = {*self.path_members, *self.query, *self.fixed}
         return tuple(n for n in _wire_names(self.params) if n not in taken)
 
-    async def read(self, request: Request, max_body_bytes: int) -> HatpParams:
-        """This operation's params, from ``request``'s path, query and body.
+    async def read(
+        self, request: Request, max_body_bytes: int, *, body: bytes | None = None
+    ) -> HatpParams:
+        """This operation's params, from ``request``'s path, query and body (``body``:
+        the body's bytes when already read, else it is read here).
 
         Raises:
             InvalidJson: the body is not strict JSON or not an object, a member comes
@@ -137,7 +149,8 @@ class Operation:
         """
         members: dict[str, Any] = {}
         if self.method == "POST":
-            body = await read_body(request, max_body_bytes)
+            if body is None:
+                body = await read_body(request, max_body_bytes)
             doc = {} if not body.strip() else parse_json(body)
             if not isinstance(doc, dict):
                 raise InvalidJson("the request body is a JSON object", where="")
@@ -162,17 +175,33 @@ class Operation:
         members.update(self.fixed)
         return _validated(self.params, members, f"{self.method} {self.path}")
 
-    def route(self, max_body_bytes: int, callers: ApiCallers | None = None) -> Route:
+    def route(
+        self,
+        max_body_bytes: int,
+        callers: ApiCallers | None = None,
+        signed: SignedCallers | None = None,
+    ) -> Route:
         """The Starlette route that reads the params, calls the handler and renders;
-        with ``callers``, only for a request whose bearer token names one of them."""
+        with ``callers``, only for a request whose bearer token names one of them; with
+        ``signed``, only for a request signed by one of its callers' keys ([API-SIGNED]);
+        with both, for either."""
 
         async def endpoint(request: Request) -> Response:
             try:
-                caller = None if callers is None else callers.caller(request)
+                signing = signed is not None and SIGNATURE_HEADER in request.headers
+                caller = None if signing else _bearer_caller(request, callers, signed)
                 request.scope[CALLER_SCOPE] = caller  # the log names who called
                 if self.method == "POST":
                     require_json(request)
-                params = await self.read(request, max_body_bytes)
+                body = None
+                if signed is not None and signing:
+                    # The signature covers the bytes the params are read from.
+                    body = await read_body(request, max_body_bytes)
+                    caller = signed.verify(
+                        request.method, request_target(request), request.headers, body
+                    )
+                    request.scope[CALLER_SCOPE] = caller
+                params = await self.read(request, max_body_bytes, body=body)
                 if caller is not None and self.names_agent is not None:
                     speaks_for(caller, self.names_agent(params))
                 if caller is not None and self.owned_by is not None:
@@ -192,10 +221,48 @@ class Operation:
 
 
 def routes(
-    operations: Sequence[Operation], max_body_bytes: int, callers: ApiCallers | None = None
+    operations: Sequence[Operation],
+    max_body_bytes: int,
+    callers: ApiCallers | None = None,
+    signed: SignedCallers | None = None,
 ) -> list[Route]:
-    """The Starlette routes of ``operations`` (with ``callers``: for them alone)."""
-    return [op.route(max_body_bytes, callers) for op in operations]
+    """The Starlette routes of ``operations`` (with ``callers`` or ``signed``: for their
+    callers alone)."""
+    return [op.route(max_body_bytes, callers, signed) for op in operations]
+
+
+def request_target(request: Request) -> str:
+    """The path and query of ``request`` as it arrived (percent-encoding kept): what a
+    request signature covers ([API-SIGNED])."""
+    raw = request.scope.get("raw_path")
+    path = raw.decode("latin-1") if isinstance(raw, bytes) else quote(request.scope["path"])
+    query = request.scope.get("query_string", b"").decode("latin-1")
+    return f"{path}?{query}" if query else path
+
+
+def _bearer_caller(
+    request: Request, callers: ApiCallers | None, signed: SignedCallers | None
+) -> str | None:
+    """Who sent an unsigned request, by its bearer token (``None``: the API is open).
+
+    Raises:
+        Unauthenticated: ``data.reason`` ``NO_TOKEN`` or ``BAD_TOKEN`` ([API-TOKEN]);
+            ``NO_TOKEN`` too when only signed requests are taken ([API-SIGNED]).
+    """
+    signing = (
+        "a request signed with your organisation's published key (Hatp-Caller, Hatp-Key-Id, "
+        "Hatp-Timestamp, Hatp-Signature)"
+    )
+    if callers is None:
+        if signed is None:
+            return None
+        raise Unauthenticated(f"this API takes only {signing}", reason="NO_TOKEN")
+    try:
+        return callers.caller(request)
+    except Unauthenticated as exc:
+        if signed is None or exc.data.get("reason") != "NO_TOKEN":
+            raise
+        raise Unauthenticated(f"{exc.message}; or {signing}", reason="NO_TOKEN") from None
 
 
 def require_json(request: Request) -> None:

@@ -150,6 +150,7 @@ class _ApproverPage:
         return [
             Route(prefix, self._html(self.home), methods=["GET"], name="hatp-approve"),
             Route(f"{prefix}/asks/{{ask_id}}", self._html(self.ask), methods=["GET"]),
+            Route(f"{prefix}/link/{{token}}", self._html(self.link), methods=["GET"]),
             Route(f"{prefix}/enrol", self._html(self.enrol), methods=["GET"]),
             Mount(f"{prefix}/static", app=static, name="hatp-approve-static"),
             Mount(f"{prefix}/api", routes=api),
@@ -250,6 +251,13 @@ class _ApproverPage:
             return self.error_page(exc, "No such ask for you", human)
         context = ask_page(notice, progress, human, now=self.web.gateway.clock.now())
         return self.page("ask.html", human=human, **context)
+
+    async def link(self, request: Request) -> Response:
+        """[OUTBOX-LINK] a notice's single-use link: spent, then on to the ask's page
+        (which signs the person in with their passkey first); a second opening is refused."""
+        ask_id = await self.web.gateway.open_link(request.path_params["token"])
+        headers = {**_PAGE_HEADERS, "Location": f"{self.prefix}/asks/{ask_id}"}
+        return Response(status_code=303, headers=headers)
 
     async def enrol(self, request: Request) -> Response:
         return self.page("enrol.html", human=None)

@@ -20,6 +20,24 @@ A file looks like this (paths are relative to the file)::
     key = "keys/gateway.jwk"             # a private key from `hatp keys new`
     recheck_seconds = 2                  # long polls see other processes' votes this soon
 
+    [gateway.webhook]                    # push channel "webhook": a signed POST per notice
+    urls = { "human://acme.com/bob" = "https://chat.acme.com/hooks/bob" }
+    timeout_seconds = 10
+
+    [gateway.email]                      # push channel "email" (SMTP), with a single-use
+    host = "smtp.acme.com"               # link to the approver page when [web] is set
+    port = 587
+    sender = "approvals@acme.com"
+    starttls = true                      # or tls = true (implicit TLS, port 465)
+    username = "approvals"
+    password_env = "HATP_SMTP_PASSWORD"  # the password's environment variable, never
+    addresses = { "human://acme.com/bob" = "bob@acme.com" }   # the password itself
+
+    [gateway.outbox]                     # how push notices are retried
+    attempts = 5
+    first_retry_seconds = 2
+    max_retry_seconds = 300
+
     [directory]
     issuer = "https://directory.acme.com"
     cards = "directory.json"             # a directory file of signed Human Cards
@@ -31,6 +49,13 @@ A file looks like this (paths are relative to the file)::
     [coordinator.participants]
     "mcp://airline.example" = "http://127.0.0.1:9001/mcp"
 
+    [coordinator.gateways]               # approval groups at another organisation's gateway
+    "globex.com" = { url = "https://gateway.globex.com", id = "https://gateway.globex.com" }
+
+    [trust]                              # partners' key sets, fetched and pinned at start
+    "https://globex.com" = { url = "https://globex.com", pin = "kPrK_qmx…" }
+    # [server] key_cache = "key-cache"   # where fetched key sets are kept (rollback guard)
+
     [web]                                # the approver page, /approve (with [gateway])
     rp_id = "acme.com"                   # the passkeys' relying party
     origins = ["https://approve.acme.com"]   # where the page is served (default for
@@ -41,8 +66,13 @@ A file looks like this (paths are relative to the file)::
     trusted_proxies = ["10.0.0.0/8"]     # whose X-Forwarded-Proto/-For is believed
     https = true                         # served over https (a TLS proxy): cookies Secure
 
+    [keys]                               # the organisation's signed key set, served at
+    set = "hatp-keys.json"               # /.well-known/hatp-keys.json (`hatp keys publish`)
+
     [api]                                # the JSON API only with a caller's token
     callers = { "agent://acme.com/travel-bot" = "sha256:…" }   # from `hatp api-token`
+    signed = true                        # or a request signed by a trusted key (a partner's
+                                         # coordinator, from [trust]): [API-SIGNED]
 
     [store]                              # every wait on the database, in seconds
     call_seconds = 10                    # a request's wait for one store call
@@ -58,6 +88,7 @@ A file looks like this (paths are relative to the file)::
 from __future__ import annotations
 
 import ipaddress
+import re
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -68,18 +99,26 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from hatp.errors import ConfigInvalid
 from hatp.evidence import origin_fits
+from hatp.gateway import SendPolicy, SmtpSettings
 from hatp.http._api import DEFAULT_MAX_BODY_BYTES
 from hatp.http._callers import ApiCallers
 from hatp.store import StoreLimits
+
+#: An organisation's domain, as an address names it (``globex.com``).
+_DOMAIN = re.compile(r"(?=.{1,253}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,63}")
 
 __all__ = [
     "ROLES",
     "CoordinatorSettings",
     "DirectorySettings",
+    "EmailSettings",
     "GatewaySettings",
+    "RemoteGateway",
     "Role",
     "ServeConfig",
+    "TrustSettings",
     "WebSettings",
+    "WebhookSettings",
     "load_config",
     "parse_config",
     "parse_only",
@@ -102,6 +141,34 @@ class _Server(_Section):
     only: list[Role] | None = Field(default=None, min_length=1)
     max_body_bytes: int = Field(default=DEFAULT_MAX_BODY_BYTES, ge=1024)
     log_level: Literal["debug", "info", "warning", "error"] = "info"
+    key_cache: str = Field(default="key-cache", min_length=1)
+
+
+class _Webhook(_Section):
+    urls: dict[str, str] = Field(min_length=1)
+    timeout_seconds: float = Field(default=10.0, gt=0, le=300)
+
+
+class _Email(_Section):
+    host: str = Field(min_length=1)
+    port: int = Field(default=587, ge=1, le=65535)
+    sender: str = Field(min_length=3)
+    starttls: bool = True
+    tls: bool = False
+    username: str | None = Field(default=None, min_length=1)
+    password_env: str | None = Field(default=None, min_length=1)
+    timeout_seconds: float = Field(default=10.0, gt=0, le=300)
+    addresses: dict[str, str] = Field(min_length=1)
+
+
+_POLICY = SendPolicy()
+
+
+class _Outbox(_Section):
+    attempts: int = Field(default=_POLICY.attempts, ge=1, le=100)
+    first_retry_seconds: float = Field(default=_POLICY.first_retry_seconds, gt=0, le=3600)
+    max_retry_seconds: float = Field(default=_POLICY.max_retry_seconds, gt=0, le=86400)
+    claim_seconds: float = Field(default=_POLICY.claim_seconds, gt=0, le=3600)
 
 
 class _Gateway(_Section):
@@ -109,6 +176,9 @@ class _Gateway(_Section):
     key: str = Field(min_length=1)
     initiator_principals: dict[str, str] = Field(default_factory=dict)
     recheck_seconds: float = Field(default=2.0, gt=0, le=3600)
+    webhook: _Webhook | None = None
+    email: _Email | None = None
+    outbox: _Outbox = Field(default_factory=_Outbox)
 
 
 class _Directory(_Section):
@@ -117,10 +187,21 @@ class _Directory(_Section):
     gateway: str | None = Field(default=None, min_length=1)
 
 
+class _RemoteGateway(_Section):
+    url: str = Field(min_length=1)
+    id: str = Field(min_length=1)
+
+
+class _Trust(_Section):
+    url: str = Field(min_length=1)
+    pin: str = Field(min_length=1)
+
+
 class _Coordinator(_Section):
     id: str = Field(min_length=1)
     key: str = Field(min_length=1)
     participants: dict[str, str] = Field(default_factory=dict)
+    gateways: dict[str, _RemoteGateway] = Field(default_factory=dict)
     call_timeout: float = Field(default=10.0, gt=0, le=3600)
     lease_seconds: float = Field(default=30.0, ge=1, le=3600)
     recover_seconds: float | None = Field(default=None, gt=0, le=3600)
@@ -136,8 +217,13 @@ class _Web(_Section):
     https: bool = False
 
 
+class _Keys(_Section):
+    set: str = Field(min_length=1)
+
+
 class _Api(_Section):
-    callers: dict[str, str]  # ApiCallers says what is wrong with them
+    callers: dict[str, str] | None = None  # ApiCallers says what is wrong with them
+    signed: bool = False
 
 
 _LIMITS = StoreLimits()
@@ -162,7 +248,9 @@ class _File(_Section):
     directory: _Directory | None = None
     coordinator: _Coordinator | None = None
     web: _Web | None = None
+    keys: _Keys | None = None
     api: _Api | None = None
+    trust: dict[str, _Trust] = Field(default_factory=dict)
     store: _Store = Field(default_factory=_Store)
 
 
@@ -176,6 +264,33 @@ class GatewaySettings:
     key: Path
     initiator_principals: Mapping[str, str] = field(default_factory=dict)
     recheck_seconds: float = 2.0
+    #: ``[gateway.webhook]``: each person's webhook URL, and how long one POST may take.
+    webhook: WebhookSettings | None = None
+    #: ``[gateway.email]``: the SMTP server and each person's address.
+    email: EmailSettings | None = None
+    #: ``[gateway.outbox]``: how notices over push channels are retried.
+    send_policy: SendPolicy = field(default_factory=SendPolicy)
+
+
+@dataclass(frozen=True)
+class WebhookSettings:
+    """``[gateway.webhook]``: each person's webhook URL (contact details stay here, never
+    on a card), and how long one POST may take."""
+
+    urls: Mapping[str, str]
+    timeout_seconds: float = 10.0
+
+
+@dataclass(frozen=True)
+class EmailSettings:
+    """``[gateway.email]``: the SMTP server, each person's address, and who to log in as
+    (the password read from the environment variable ``password_env`` at start, never
+    from the file)."""
+
+    smtp: SmtpSettings
+    addresses: Mapping[str, str]
+    username: str | None = None
+    password_env: str | None = None
 
 
 @dataclass(frozen=True)
@@ -202,6 +317,28 @@ class CoordinatorSettings:
     call_timeout: float = 10.0
     lease_seconds: float = 30.0
     recover_seconds: float | None = None
+    #: ``[coordinator.gateways]``: an organisation's domain → its gateway elsewhere
+    #: (``url``, ``id``), where that organisation's approval groups are asked
+    #: ([COORD-GATEWAYS]), over its JSON API with requests this coordinator signs.
+    gateways: Mapping[str, RemoteGateway] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RemoteGateway:
+    """A gateway of another organisation: where its JSON API is, and its id (the issuer
+    of its signing key, which the keyring must hold: from ``[trust]``)."""
+
+    url: str
+    id: str
+
+
+@dataclass(frozen=True)
+class TrustSettings:
+    """``[trust]`` entry: where a partner organisation publishes its key set, and the
+    thumbprint of its root key, pinned ([KEYSET-PIN], [KEYSET-FETCH])."""
+
+    url: str
+    pin: str
 
 
 @dataclass(frozen=True)
@@ -249,6 +386,16 @@ class ServeConfig:
     callers: ApiCallers | None = None
     #: ``[store]``: the bound on every wait on the database.
     store: StoreLimits = field(default_factory=StoreLimits)
+    #: ``[keys] set``: the organisation's signed key set file, served as it is at
+    #: ``/.well-known/hatp-keys.json`` (``None``: no key set is served).
+    key_set: Path | None = None
+    #: ``[trust]``: partner organisations whose key sets are fetched at start and whose
+    #: keys join the keyring.
+    trust: Mapping[str, TrustSettings] = field(default_factory=dict)
+    #: ``[server] key_cache``: where fetched key sets are kept (the newest version seen).
+    key_cache: Path | None = None
+    #: ``[api] signed``: requests signed by a key of the keyring are served ([API-SIGNED]).
+    signed_callers: bool = False
 
     @property
     def served(self) -> tuple[Role, ...]:
@@ -336,14 +483,7 @@ def parse_config(doc: Mapping[str, Any], base: Path, *, source: str = "config") 
         only=None if server.only is None else tuple(r for r in ROLES if r in server.only),
         max_body_bytes=server.max_body_bytes,
         log_level=server.log_level,
-        gateway=None
-        if read.gateway is None
-        else GatewaySettings(
-            read.gateway.id,
-            base / read.gateway.key,
-            read.gateway.initiator_principals,
-            read.gateway.recheck_seconds,
-        ),
+        gateway=None if read.gateway is None else _gateway(read.gateway, base),
         directory=None
         if read.directory is None
         else DirectorySettings(
@@ -358,6 +498,10 @@ def parse_config(doc: Mapping[str, Any], base: Path, *, source: str = "config") 
             read.coordinator.call_timeout,
             read.coordinator.lease_seconds,
             read.coordinator.recover_seconds,
+            {
+                domain: RemoteGateway(remote.url, remote.id)
+                for domain, remote in read.coordinator.gateways.items()
+            },
         ),
         web=None
         if read.web is None
@@ -371,11 +515,76 @@ def parse_config(doc: Mapping[str, Any], base: Path, *, source: str = "config") 
             https=read.web.https,
         ),
         store=StoreLimits(**read.store.model_dump()),
+        key_set=None if read.keys is None else base / read.keys.set,
+    )
+    config = replace(
+        config,
+        trust={org: TrustSettings(t.url, t.pin) for org, t in read.trust.items()},
+        key_cache=base / server.key_cache,
     )
     if read.api is not None:
-        config = replace(config, callers=_callers(read.api.callers))
+        if read.api.callers is None and not read.api.signed:
+            raise _bad("api", "say who may call the API: callers, signed = true, or both")
+        config = replace(
+            config,
+            callers=None if read.api.callers is None else _callers(read.api.callers),
+            signed_callers=read.api.signed,
+        )
     _check(config)
     return config
+
+
+def _gateway(read: _Gateway, base: Path) -> GatewaySettings:
+    webhook = email = None
+    if read.webhook is not None:
+        for human, url in read.webhook.urls.items():
+            if not url.startswith(("https://", "http://")):
+                raise _bad(
+                    "gateway.webhook.urls",
+                    f"{human}'s webhook URL {url.split('?')[0][:80]!r} is not an http(s) URL",
+                )
+        webhook = WebhookSettings(dict(read.webhook.urls), read.webhook.timeout_seconds)
+    if read.email is not None:
+        mail = read.email
+        try:
+            smtp = SmtpSettings(
+                host=mail.host,
+                port=mail.port,
+                sender=mail.sender,
+                starttls=mail.starttls and not mail.tls,
+                use_tls=mail.tls,
+                timeout_seconds=mail.timeout_seconds,
+            )
+        except ValueError as exc:
+            raise _bad("gateway.email", str(exc)) from None
+        for human, address in mail.addresses.items():
+            if "@" not in address or any(c.isspace() for c in address):
+                raise _bad("gateway.email.addresses", f"{human}'s address is not an e-mail address")
+        if (mail.username is None) != (mail.password_env is None):
+            raise _bad(
+                "gateway.email",
+                "username and password_env go together: set both to log in, or neither",
+            )
+        email = EmailSettings(smtp, dict(mail.addresses), mail.username, mail.password_env)
+    outbox = read.outbox
+    try:
+        policy = SendPolicy(
+            attempts=outbox.attempts,
+            first_retry_seconds=outbox.first_retry_seconds,
+            max_retry_seconds=outbox.max_retry_seconds,
+            claim_seconds=outbox.claim_seconds,
+        )
+    except ValueError as exc:
+        raise _bad("gateway.outbox", str(exc)) from None
+    return GatewaySettings(
+        read.id,
+        base / read.key,
+        read.initiator_principals,
+        read.recheck_seconds,
+        webhook=webhook,
+        email=email,
+        send_policy=policy,
+    )
 
 
 def _callers(digests: Mapping[str, str]) -> ApiCallers:
@@ -426,6 +635,29 @@ def _check(config: ServeConfig) -> None:
                 f"coordinator.participants.{pid}",
                 f"participant {pid}'s MCP endpoint is an http:// or https:// URL, not {url!r}",
             )
+    for domain, remote in (coordinator.gateways if coordinator else {}).items():
+        if not _DOMAIN.fullmatch(domain):
+            raise _bad(
+                f"coordinator.gateways.{domain}",
+                f"{domain!r} is not an organisation's domain (such as globex.com): the "
+                "approval groups at addresses of that domain are asked there",
+            )
+        if not remote.url.startswith(("http://", "https://")):
+            raise _bad(
+                f"coordinator.gateways.{domain}.url",
+                f"the gateway of {domain} is reached at an http:// or https:// URL",
+            )
+    for organisation, trusted in config.trust.items():
+        if not trusted.url.startswith(("http://", "https://")):
+            raise _bad(
+                f"trust.{organisation}.url",
+                f"{organisation}'s key set is fetched from an http:// or https:// URL",
+            )
+    if config.signed_callers and not config.trust and config.keyring is None:
+        raise _bad(
+            "api.signed",
+            "signed requests are checked against the keyring and [trust]: name one",
+        )
 
 
 def _check_web(config: ServeConfig) -> None:

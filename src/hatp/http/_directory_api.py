@@ -3,7 +3,8 @@
 ``directory/resolve`` answers as the MCP binding's (:func:`hatp._edge_params.resolve_answer`);
 the cards are served exactly as the directory signed them, so a reader
 verifies each against its own keyring before use. ``/.well-known/human-card.json``
-is the organisation's :class:`~hatp.model.WellKnown` document (docs/spec.md §17).
+is the organisation's :class:`~hatp.model.WellKnown` document (docs/spec.md §17),
+``/.well-known/hatp-keys.json`` its signed key set, byte for byte (§4 [KEYSET-SERVE]).
 """
 
 from __future__ import annotations
@@ -17,18 +18,25 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from hatp._edge_params import HatpParams, ResolveAnswer, ResolveParams, resolve_answer
+from hatp.clock import Clock, SystemClock, parse_time
 from hatp.directory import Directory
-from hatp.errors import CardUnknown
-from hatp.http._api import Operation
-from hatp.model import WELL_KNOWN_PATH, HumanCard, WellKnown, WireModel
+from hatp.errors import CardUnknown, HatpError
+from hatp.evidence import parse_json
+from hatp.http._api import JSON_MEDIA_TYPE, Operation
+from hatp.model import KEYSET_PATH, WELL_KNOWN_PATH, HumanCard, KeySet, WellKnown, WireModel
 
 __all__ = [
     "CardParams",
     "DirectoryAnswer",
     "NoParams",
     "directory_operations",
+    "key_set_route",
     "well_known_route",
 ]
+
+#: The longest a reader may cache the key set, in seconds ([KEYSET-SERVE]): a rotation or
+#: revocation reaches partners within this, or by the set's expiry if that comes first.
+MAX_KEY_SET_AGE = 3600
 
 
 class NoParams(HatpParams):
@@ -118,3 +126,27 @@ def well_known_route(document: Mapping[str, Any]) -> Route:
         return JSONResponse(body)
 
     return Route(WELL_KNOWN_PATH, endpoint, methods=["GET"], name="hatp-well-known")
+
+
+def key_set_route(document: bytes, clock: Clock | None = None) -> Route:
+    """``GET /.well-known/hatp-keys.json``: ``document``, the exact bytes, once they are a
+    key set's form. ``Cache-Control`` lets a reader keep it at most an hour, and never
+    past its ``expiresAt`` on ``clock`` (default: the system's). Whether it verifies
+    is the caller's to check first (``hatp serve`` does, at start).
+
+    Raises:
+        ValueError: ``document`` is not a key set of the KeySet form.
+    """
+    try:
+        expires_at = parse_time(KeySet.model_validate(parse_json(document)).expires_at)
+    except (HatpError, ValidationError) as exc:
+        raise ValueError(f"not a key set: {str(exc).splitlines()[0]}") from None
+    now = (clock or SystemClock()).now
+
+    async def endpoint(_: Request) -> Response:
+        left = int((expires_at - now()).total_seconds())
+        age = max(0, min(MAX_KEY_SET_AGE, left))
+        headers = {"Cache-Control": f"public, max-age={age}"}
+        return Response(document, media_type=JSON_MEDIA_TYPE, headers=headers)
+
+    return Route(KEYSET_PATH, endpoint, methods=["GET"], name="hatp-key-set")

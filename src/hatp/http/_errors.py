@@ -85,6 +85,8 @@ HTTP_STATUS: dict[tuple[str, str | None], int] = {
     ("INVITE_INVALID", None): 403,
     ("ORIGIN_REFUSED", None): 403,
     ("CALLER_REFUSED", None): 403,
+    ("LINK_REFUSED", "INVALID"): 404,
+    ("LINK_REFUSED", None): 410,
     # What no route takes (docs/spec.md §25 [HTTP-TYPED]).
     ("NOT_FOUND", None): 404,
     ("METHOD_NOT_ALLOWED", None): 405,

@@ -6,6 +6,9 @@ and answers what :class:`~hatp.gateway.HumanGateway` signed, unchanged under
 an in-process one. The polls are long polls on the gateway's own clock: they
 answer as soon as the ask is decided, or after ``waitSeconds`` (at most
 :data:`~hatp._edge_params.MAX_WAIT_SECONDS`); waiting never holds the event loop.
+``POST …/asks/{askId}/votes`` takes a person's signed vote from whoever holds
+it (a webhook's receiver, a mail reader's tool): the gateway checks its
+signature, not its deliverer.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from hatp._edge_params import (
     PollParams,
     QuestionParams,
     TightenParams,
+    VoteParams,
     WithdrawParams,
     approval_request,
 )
@@ -28,6 +32,7 @@ from hatp.gateway import HumanGateway
 from hatp.http._api import Carrying, Operation
 from hatp.http._callers import Owner, member
 from hatp.model import Answer, Approval, CallApproval, ChainEstimate, PendingVote
+from hatp.store import AskKind
 
 __all__ = ["gateway_operations"]
 
@@ -48,8 +53,18 @@ def gateway_operations(gateway: HumanGateway, prefix: str = "/gateway") -> list[
         await gateway.withdraw(params.ask_id, params.reason, by=by)
         return {}
 
-    async def owner(params: PollParams | WithdrawParams | TightenParams | AnsweredParams) -> Owner:
+    async def owner(
+        params: PollParams | WithdrawParams | TightenParams | AnsweredParams | VoteParams,
+    ) -> Owner:
         return Owner(await gateway.agent_of(params.ask_id), f"ask {params.ask_id}")
+
+    async def vote(params: VoteParams) -> dict[str, Any]:
+        await gateway.submit_vote(params.ask_id, params.vote)
+        # submit_vote refuses a vote on a question (WRONG_KIND): this ask is an approval or a call.
+        asks = gateway.asks
+        row = await asks.store.call(asks.get, params.ask_id)
+        polled = gateway.poll_call if row.kind is AskKind.CALL else gateway.poll
+        return {"answer": await polled(params.ask_id)}
 
     async def estimate(params: AskParams) -> dict[str, Any]:
         return {"estimate": await gateway.estimate(approval_request(params))}
@@ -118,6 +133,26 @@ def gateway_operations(gateway: HumanGateway, prefix: str = "/gateway") -> list[
             tighten,
             Carrying("answer", (PendingVote, Approval, CallApproval)),
             ("RESPONSE_REFUSED", "ASK_UNKNOWN", "ASK_CONFLICT", "STORE_UNAVAILABLE"),
+            owned_by=owner,
+        ),
+        Operation(
+            "POST",
+            asks + "/{askId}/votes",
+            "gateway/vote",
+            "Deliver a person's signed vote on an approval or call ask (anyone may deliver it)",
+            VoteParams,
+            vote,
+            Carrying("answer", (PendingVote, Approval, CallApproval)),
+            (
+                "RESPONSE_REFUSED",
+                "ASK_UNKNOWN",
+                "ASK_CONFLICT",
+                "INVALID_JSON",
+                "STORE_UNAVAILABLE",
+            ),
+            mcp=False,
+            mcp_note="HTTP only: no MCP method carries it; a person's signed vote, checked by "
+            "its signature whoever delivers it (docs/spec.md §19, §25)",
             owned_by=owner,
         ),
         Operation(

@@ -111,6 +111,13 @@ class ServeMetrics:
             "Age of the gateway's oldest open ask (0 with none)",
             registry=r,
         )
+        self.outbox_notices = Gauge(
+            "hatp_outbox_notices",
+            "The gateway's notices over push channels in its outbox, by channel and state "
+            "(pending, delivered, failed, superseded), at the scrape [OUTBOX]",
+            ["channel", "state"],
+            registry=r,
+        )
         self.store_errors = Counter(
             "hatp_store_errors",
             "Requests and scrapes refused STORE_UNAVAILABLE, by component",
@@ -164,6 +171,7 @@ class ServeMetrics:
             r.register(_RecoveryCollector(recovery))
         if gateway is not None:
             r.register(_ListenCollector(gateway))
+            r.register(_OutboxCollector(gateway))
 
     def txn_changed(self, txn_id: str, state: TxnState, at: datetime) -> None:
         """Count a transaction's change of state, and time its phases
@@ -226,6 +234,15 @@ class ServeMetrics:
                 _log.warning("metrics: the open asks could not be read: %s", error.message)
             else:
                 self._count_asks(rows, self._gateway.clock.now())
+            outbox = self._gateway.outbox.outbox
+            try:
+                counts = await outbox.store.call(outbox.counts)
+            except StoreUnavailable as error:
+                self.store_errors.labels("gateway").inc()
+                _log.warning("metrics: the outbox could not be read: %s", error.message)
+            else:
+                for (channel, state), count in counts.items():
+                    self.outbox_notices.labels(channel, state).set(count)
         if self._log is not None:
             log = self._log
             try:
@@ -384,3 +401,30 @@ def metrics_paths() -> dict[str, Any]:
             }
         }
     }
+
+
+class _OutboxCollector:
+    """``hatp_outbox_sends_total`` by channel and result, read from this process's
+    sender (:attr:`HumanGateway.outbox`) at each scrape [OUTBOX]."""
+
+    def __init__(self, gateway: HumanGateway) -> None:
+        self._gateway = gateway
+
+    def collect(self) -> Iterator[Metric]:
+        stats = self._gateway.outbox.stats
+        family = CounterMetricFamily(
+            "hatp_outbox_sends",
+            "Attempts this process made to send the outbox's notices, by channel and result "
+            "(delivered, retried: failed and due again, failed: for good, the person's next "
+            "channel asked; superseded: no longer needed when due)",
+            labels=["channel", "result"],
+        )
+        for result, counts in (
+            ("delivered", stats.delivered),
+            ("retried", stats.retried),
+            ("failed", stats.failed),
+            ("superseded", stats.superseded),
+        ):
+            for channel, count in sorted(counts.items()):
+                family.add_metric([channel, result], count)
+        yield family

@@ -22,10 +22,12 @@ from hatp.http._errors import DEFAULT_STATUS, HTTP_STATUS
 from hatp.http._health import health_paths
 from hatp.http._metrics import metrics_paths
 from hatp.model import (
+    KEYSET_PATH,
     WELL_KNOWN_PATH,
     CallRequest,
     HoldTerms,
     HumanCard,
+    KeySet,
     Plan,
     Question,
     TransactionRecord,
@@ -53,7 +55,7 @@ _TYPED_MEMBERS: dict[tuple[str, str], type[BaseModel]] = {
     ("RecordAnswer", "record"): TransactionRecord,
     ("CandidateAnswer", "card"): HumanCard,
 }
-_WRAPPERS: tuple[type[BaseModel], ...] = (WellKnown, *_TYPED_MEMBERS.values())
+_WRAPPERS: tuple[type[BaseModel], ...] = (WellKnown, KeySet, *_TYPED_MEMBERS.values())
 
 
 class ErrorBody(WireModel):
@@ -85,9 +87,13 @@ def openapi_document(
     title: str = "hatp",
     well_known: bool = False,
     bearer: bool = False,
+    key_set: bool = False,
+    signed: bool = False,
 ) -> dict[str, Any]:
-    """Return the OpenAPI 3.1 document of ``operations`` (and of the well-known route);
-    ``bearer``: every operation needs a caller's bearer token (``[api] callers``)."""
+    """Return the OpenAPI 3.1 document of ``operations`` (and of the well-known route,
+    and with ``key_set`` of the key set's); ``bearer``: every operation needs a caller's
+    bearer token (``[api] callers``); ``signed``: or a request signature (with
+    ``bearer``: either will do)."""
     models = _models(operations)
     _, defs = models_json_schema(
         [(m, "validation") for m in models], by_alias=True, ref_template=_REF
@@ -99,7 +105,7 @@ def openapi_document(
     paths: dict[str, Any] = {}
     for op in operations:
         paths.setdefault(_openapi_path(op.path), {})[op.method.lower()] = _operation(
-            op, schemas, bearer
+            op, schemas, bearer, signed
         )
     if well_known:
         paths[WELL_KNOWN_PATH] = {
@@ -107,6 +113,15 @@ def openapi_document(
                 "getWellKnown",
                 "The organisation's directory, gateway and card-signing keys",
                 _ref(WellKnown),
+                "well-known",
+            )
+        }
+    if key_set:
+        paths[KEYSET_PATH] = {
+            "get": _plain(
+                "getKeySet",
+                "The organisation's key set, signed by its root key, as published",
+                _ref(KeySet),
                 "well-known",
             )
         }
@@ -125,20 +140,41 @@ def openapi_document(
             "ErrorBody with the status of its code.",
         },
         "paths": paths,
-        "components": {"schemas": schemas, **(_BEARER_SCHEME if bearer else {})},
+        "components": {"schemas": schemas, **_security_schemes(bearer, signed)},
     }
 
 
 #: The bearer token of ``[api] callers`` (docs/spec.md §25), as OpenAPI names it.
 _BEARER_SCHEME = {
-    "securitySchemes": {
-        "callerToken": {
-            "type": "http",
-            "scheme": "bearer",
-            "description": "a caller's token, made by `hatp api-token CALLER`",
-        }
+    "callerToken": {
+        "type": "http",
+        "scheme": "bearer",
+        "description": "a caller's token, made by `hatp api-token CALLER`",
     }
 }
+#: A request signed with the caller's published key ([API-SIGNED]); OpenAPI has no
+#: scheme for a signature, so it names the header that carries it.
+_SIGNED_SCHEME = {
+    "requestSignature": {
+        "type": "apiKey",
+        "in": "header",
+        "name": "Hatp-Signature",
+        "description": "an Ed25519 signature of the request by a key the server's keyring "
+        "holds, with Hatp-Caller, Hatp-Key-Id and Hatp-Timestamp (docs/spec.md §25 "
+        "[API-SIGNED])",
+    }
+}
+
+
+def _security_schemes(bearer: bool, signed: bool) -> dict[str, Any]:
+    schemes = {**(_BEARER_SCHEME if bearer else {}), **(_SIGNED_SCHEME if signed else {})}
+    return {"securitySchemes": schemes} if schemes else {}
+
+
+def _security(bearer: bool, signed: bool) -> list[dict[str, list[str]]]:
+    """The operation's security requirements: any one of them will do."""
+    named = [("callerToken", bearer), ("requestSignature", signed)]
+    return [{scheme: []} for scheme, used in named if used]
 
 
 def _models(operations: Iterable[Operation]) -> list[type[BaseModel]]:
@@ -153,7 +189,9 @@ def _models(operations: Iterable[Operation]) -> list[type[BaseModel]]:
     return [found[name] for name in sorted(found)]
 
 
-def _operation(op: Operation, schemas: dict[str, Any], bearer: bool) -> dict[str, Any]:
+def _operation(
+    op: Operation, schemas: dict[str, Any], bearer: bool, signed: bool
+) -> dict[str, Any]:
     params = schemas[op.params.__name__]
     properties: dict[str, Any] = params.get("properties", {})
     required = set(params.get("required", []))
@@ -179,10 +217,10 @@ def _operation(op: Operation, schemas: dict[str, Any], bearer: bool) -> dict[str
         "description": description + ".",
         "tags": [op.path.strip("/").split("/")[0]],
         "parameters": parameters,
-        "responses": _responses(op, bearer),
+        "responses": _responses(op, bearer or signed),
     }
-    if bearer:
-        doc["security"] = [{"callerToken": []}]
+    if bearer or signed:
+        doc["security"] = _security(bearer, signed)
     if op.method == "POST":
         body = {
             "type": "object",
@@ -197,7 +235,7 @@ def _operation(op: Operation, schemas: dict[str, Any], bearer: bool) -> dict[str
     return doc
 
 
-def _responses(op: Operation, bearer: bool) -> dict[str, Any]:
+def _responses(op: Operation, authenticated: bool) -> dict[str, Any]:
     answers: dict[str, Any] = {
         str(op.status): {
             "description": "the answer" + (" (Location: the transaction)" if op.location else ""),
@@ -206,7 +244,7 @@ def _responses(op: Operation, bearer: bool) -> dict[str, Any]:
     }
     posted = ("BODY_TOO_LARGE", "UNSUPPORTED_MEDIA_TYPE") if op.method == "POST" else ()
     codes = ["INVALID_JSON", *posted, *op.refusals]
-    if bearer:
+    if authenticated:
         agents = op.names_agent is not None or op.owned_by is not None
         codes += ["UNAUTHENTICATED", *(("CALLER_REFUSED",) if agents else ())]
     by_status: dict[int, list[str]] = {}

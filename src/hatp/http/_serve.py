@@ -2,9 +2,9 @@
 
 :func:`hatp_app` builds one Starlette app from whichever roles it is given
 (each can be served alone), plus ``/.well-known/human-card.json``,
-``/openapi.json``, an index at ``/`` and the health endpoints ``/healthz`` and
-``/readyz``. The app only carries requests: every
-rule stays in the role (docs/spec.md §25).
+``/.well-known/hatp-keys.json`` (the organisation's key set), ``/openapi.json``,
+an index at ``/`` and the health endpoints ``/healthz`` and ``/readyz``. The app
+only carries requests: every rule stays in the role (docs/spec.md §25).
 """
 
 from __future__ import annotations
@@ -29,11 +29,12 @@ from hatp.http._api import DEFAULT_MAX_BODY_BYTES, Operation, routes
 from hatp.http._approver import APPROVER_PATH, approver_error_page, approver_routes
 from hatp.http._callers import ApiCallers
 from hatp.http._coordinator_api import CoordinatorApi
-from hatp.http._directory_api import directory_operations, well_known_route
+from hatp.http._directory_api import directory_operations, key_set_route, well_known_route
 from hatp.http._gateway_api import gateway_operations
 from hatp.http._health import health_routes
 from hatp.http._metrics import RequestLog, ServeMetrics
 from hatp.http._openapi import OPENAPI_PATH, openapi_document
+from hatp.http._signed import SignedCallers
 from hatp.http._unrouted import unrouted_handler
 from hatp.model import WELL_KNOWN_PATH
 from hatp.version import PROTOCOL_VERSION
@@ -55,6 +56,8 @@ def hatp_app(
     https: bool = False,
     trusted_proxies: Sequence[str] = (),
     recovery: Recovery | None = None,
+    key_set: bytes | None = None,
+    signed_callers: SignedCallers | None = None,
 ) -> Starlette:
     """Return the app serving the JSON API of each role given.
 
@@ -67,6 +70,9 @@ def hatp_app(
       the log for :meth:`~hatp.coordinator.Coordinator.recover`.
     - ``well_known``: the document served at ``/.well-known/human-card.json``
       (see :func:`hatp.directory.well_known`).
+    - ``key_set``: the organisation's signed key set, served byte for byte at
+      ``/.well-known/hatp-keys.json`` with a ``Cache-Control`` of at most an hour,
+      never past its expiry (docs/spec.md [KEYSET-SERVE]); verify it first.
     - ``web``: the approver page at ``/approve`` (sign in with a passkey, answer
       asks); with ``enrolment``, people register passkeys there from invitations.
       The gateway must be ``web.gateway``. ``https``: the page is served over https
@@ -80,7 +86,11 @@ def hatp_app(
     With ``callers``, every request to the JSON API carries a bearer token of one of
     them (401 ``UNAUTHENTICATED`` otherwise), and an agent's token speaks only for that
     agent (403 ``CALLER_REFUSED``); the index, the OpenAPI document, the well-known
-    document and the approver page (its own sessions) stay open.
+    document, the key set and the approver page (its own sessions) stay open. With
+    ``signed_callers``, a request may instead be signed with a key its keyring holds
+    (another organisation's coordinator, say: docs/spec.md [API-SIGNED]); its caller is
+    the key's issuer, bound by the same rules. Given alone, every request to the JSON
+    API is signed (401 ``UNAUTHENTICATED`` otherwise).
 
     ``/healthz`` answers whenever the process does; ``/readyz`` once the store of the
     gateway and the coordinator answers within its bound (else 503 ``STORE_UNAVAILABLE``).
@@ -93,10 +103,12 @@ def hatp_app(
     API (:meth:`running` gives the tasks of the transactions it began), or ``None``.
 
     Raises:
-        ValueError: no role and no well-known document to serve, ``well_known``
-            is not a WellKnown document, or ``web`` is another gateway's.
+        ValueError: no role, no well-known document and no key set to serve, ``well_known``
+            is not a WellKnown document, ``key_set`` not of the key set form, or
+            ``web`` is another gateway's.
     """
-    if gateway is None and directory is None and coordinator is None and well_known is None:
+    roles = (gateway, directory, coordinator, well_known, key_set)
+    if all(given is None for given in roles):
         raise ValueError("give hatp_app at least one role (gateway, directory, coordinator)")
     if web is not None and web.gateway is not gateway:
         raise ValueError("the approver page answers the served gateway's asks: web.gateway")
@@ -113,7 +125,12 @@ def hatp_app(
         operations += coordinator_api.operations()
         served.append("coordinator")
     document = openapi_document(
-        operations, title=title, well_known=well_known is not None, bearer=callers is not None
+        operations,
+        title=title,
+        well_known=well_known is not None,
+        bearer=callers is not None,
+        signed=signed_callers is not None,
+        key_set=key_set is not None,
     )
     index = {
         "service": title,
@@ -136,6 +153,8 @@ def hatp_app(
     ]
     if well_known is not None:
         extra.append(well_known_route(well_known))
+    if key_set is not None:
+        extra.append(key_set_route(key_set))
     stores = [] if gateway is None else [gateway.asks.store]
     stores += [] if coordinator is None else [coordinator.log.store]
     extra += health_routes(stores)
@@ -162,7 +181,7 @@ def hatp_app(
             if gateway is not None:
                 await gateway.stop()
 
-    api = routes(operations, max_body_bytes, callers)
+    api = routes(operations, max_body_bytes, callers, signed_callers)
     page = None if web is None else functools.partial(approver_error_page, web)
     unrouted = {HTTPException: unrouted_handler(page, APPROVER_PATH)}
     proxies = [Middleware(ProxyHeadersMiddleware, trusted_hosts=list(trusted_proxies))]

@@ -10,8 +10,9 @@ checks its own requests.
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -19,32 +20,54 @@ from typing import TYPE_CHECKING, Any
 from mcp.client import Client, advertise
 from starlette.applications import Starlette
 
-from hatp.clock import Clock, SystemClock
-from hatp.coordinator import Coordinator, Recovery
+from hatp.clock import Clock, SystemClock, format_time
+from hatp.coordinator import Coordinator, Gateway, GatewayRoutes, Recovery
 from hatp.directory import Directory, PasskeyEnrolment, well_known
 from hatp.errors import (
     CardInvalid,
     ConfigInvalid,
+    InvalidJson,
     KeyInvalid,
     KeyringInvalid,
+    KeySetInvalid,
     SignatureInvalid,
     VersionUnsupported,
 )
-from hatp.evidence import Keyring, SigningKey, card_keyring
-from hatp.gateway import ApproverSessions, HumanGateway, WebApprovals, WebChannel
+from hatp.evidence import (
+    Keyring,
+    PublicKey,
+    SigningKey,
+    VerifiedKeySet,
+    card_keyring,
+    discover_key_set,
+    parse_json,
+    thumbprint,
+    verify_key_set,
+)
+from hatp.gateway import (
+    ApproverSessions,
+    EmailChannel,
+    HumanGateway,
+    WebApprovals,
+    WebChannel,
+    WebhookChannel,
+)
 from hatp.http._api import DEFAULT_MAX_BODY_BYTES
 from hatp.http._approver import APPROVER_PATH
 from hatp.http._callers import ApiCallers
 from hatp.http._config import (
     CoordinatorSettings,
     DirectorySettings,
+    GatewaySettings,
     Role,
     ServeConfig,
     WebSettings,
 )
+from hatp.http._gateway_client import HttpGateway
 from hatp.http._serve import hatp_app
+from hatp.http._signed import SignedCallers
 from hatp.mcp import EXTENSION_ID
-from hatp.model import Channel
+from hatp.model import KEYSET_PATH, Channel
 from hatp.participant import Participant
 from hatp.store import AskStore, DecisionLog, PasskeyBook, Store, WebBook, open_store
 
@@ -80,6 +103,11 @@ class Services:
     https: bool = False
     #: ``web.trusted_proxies``: whose ``X-Forwarded-Proto``/``-For`` are believed.
     trusted_proxies: tuple[str, ...] = ()
+    #: ``[keys] set``: the organisation's key set, verified at start, served as read.
+    key_set: bytes | None = None
+    #: ``[api] signed``: requests signed by a key of the keyring (partners' from
+    #: ``[trust]``), [API-SIGNED].
+    signed_callers: SignedCallers | None = None
 
     def app(self) -> Starlette:
         """The app serving the roles in :attr:`served` (the approver page with the gateway)."""
@@ -97,6 +125,8 @@ class Services:
             https=self.https,
             trusted_proxies=self.trusted_proxies,
             recovery=self.recovery if "coordinator" in serving else None,
+            key_set=self.key_set,
+            signed_callers=self.signed_callers,
         )
 
 
@@ -105,24 +135,41 @@ async def open_services(config: ServeConfig) -> AsyncIterator[Services]:
     """Open the store, keys, directory, gateway, coordinator and approver page ``config``
     names.
 
-    The gateway's background loop (SLAs, escalations, deadlines) runs while the
-    services are open. With ``[web]`` it reaches people on the approver page
-    (channel type ``web``; people sign in with a passkey on their card); without
-    it, on no channel: every ask is routed and its pending vote signed, and it
-    closes at its ``decideBy`` as a withdrawn reject.
+    The gateway's background loop (SLAs, escalations, deadlines, the outbox) runs
+    while the services are open. With ``[web]`` it reaches people on the approver page
+    (channel type ``web``; people sign in with a passkey on their card); with
+    ``[gateway.webhook]`` and ``[gateway.email]`` it tells them by webhook and e-mail
+    (their cards' ``webhook`` and ``email`` channels) through its outbox ([OUTBOX]);
+    with none of them, on no channel: every ask is routed and its pending vote signed,
+    and it closes at its ``decideBy`` as a withdrawn reject.
+
+    With ``[keys] set``, the key set file is read and verified under its own root at
+    start (its signature, its form, unexpired), then served as read.
 
     Raises:
-        ConfigInvalid: a file the settings name cannot be used (``data.key``).
+        ConfigInvalid: a file the settings name cannot be used (``data.key``), e.g. a
+            key set that does not verify or has expired (``keys.set``).
         StoreUnavailable: the database cannot be opened.
         SchemaMismatch: the database is behind this hatp (run ``hatp db upgrade``) or
             newer than it (upgrade hatp); nothing was served.
     """
     clock = SystemClock()
     keyring = None if config.keyring is None else _keyring(config.keyring)
+    partners = _partners(config, clock)
+    if partners:
+        keyring = _with_partners(Keyring() if keyring is None else keyring, partners)
+    key_set = None if config.key_set is None else _key_set(config.key_set, clock)
     async with contextlib.AsyncExitStack() as stack:
         store = open_store(config.db, limits=config.store)
         stack.callback(store.close)
         notes = [f"store: {config.db} (schema revision {store.schema.after})"]
+        if key_set is not None:
+            published = key_set[1]
+            notes.append(
+                f"keys: {KEYSET_PATH}, the key set of {published.organisation} version "
+                f"{published.version}, expiring {format_time(published.expires_at)} (publish "
+                "the next version before then)"
+            )
         directory = gateway = coordinator = document = web = enrolment = None
         if config.directory is not None and keyring is not None:
             directory = _directory(config.directory, keyring)
@@ -140,17 +187,29 @@ async def open_services(config: ServeConfig) -> AsyncIterator[Services]:
             key = _key(settings.key, "gateway.key")
             origins = None if config.web is None else config.web.origins_at(config.port)
             channel = None if config.web is None else _web_channel(config.web, directory, clock)
+            pushed = _push_channels(settings, key, clock)
+            for push in pushed:
+                if isinstance(push, WebhookChannel):
+                    stack.push_async_callback(push.close)
             gateway = HumanGateway(
                 settings.id,
                 key,
                 directory,
                 AskStore(store),
-                [] if channel is None else [channel],
+                [*pushed, *([] if channel is None else [channel])],
                 clock,
                 initiator_principals=settings.initiator_principals,
                 passkey_origins=origins,
                 recheck_seconds=settings.recheck_seconds,
+                approver_url=None if origins is None else f"{origins[0]}{APPROVER_PATH}",
+                send_policy=settings.send_policy,
             )
+            if pushed:
+                kinds = " and ".join(p.channel_type for p in pushed)
+                notes.append(
+                    f"people: also told by {kinds} (cards listing them; contact details in "
+                    "[gateway.webhook] / [gateway.email]), through the outbox"
+                )
             if config.web is None or channel is None or origins is None or keyring is None:
                 notes.append(
                     "people: reached on no channel (add [web] for the approver page); asks "
@@ -169,6 +228,11 @@ async def open_services(config: ServeConfig) -> AsyncIterator[Services]:
                 )
                 for link in links:
                     stack.push_async_callback(link.aclose)
+                for domain, remote in config.coordinator.gateways.items():
+                    notes.append(
+                        f"approvals at {domain}: asked at its gateway {remote.id} ({remote.url}), "
+                        "requests signed with the coordinator's key"
+                    )
         if gateway is not None:
             gateway.start()
             stack.push_async_callback(gateway.stop)
@@ -180,13 +244,15 @@ async def open_services(config: ServeConfig) -> AsyncIterator[Services]:
             recovery = Recovery(coordinator, every=coordinating.recover_seconds)
             await stack.enter_async_context(recovery.running())
             notes.append(recovery.summary)
-        if config.callers is None:
+        if config.callers is not None:
+            notes.append(f"api: bearer tokens of {', '.join(config.callers.callers)}")
+        if config.signed_callers:
+            notes.append("api: requests signed by a key of the keyring (partners' included)")
+        if config.callers is None and not config.signed_callers:
             notes.append(
                 "api: open to whoever reaches it (add [api] callers, from hatp api-token, "
                 "or authenticate in front of it)"
             )
-        else:
-            notes.append(f"api: bearer tokens of {', '.join(config.callers.callers)}")
         yield Services(
             config.served,
             gateway,
@@ -201,6 +267,10 @@ async def open_services(config: ServeConfig) -> AsyncIterator[Services]:
             recovery=recovery,
             https=config.web is not None and config.web.https,
             trusted_proxies=() if config.web is None else config.web.trusted_proxies,
+            key_set=None if key_set is None else key_set[0],
+            signed_callers=(
+                SignedCallers(keyring) if config.signed_callers and keyring is not None else None
+            ),
         )
 
 
@@ -300,6 +370,52 @@ def enrol_link(origin: str, token: str) -> str:
     return f"{origin}{APPROVER_PATH}/enrol#invite={token}"
 
 
+def _push_channels(
+    settings: GatewaySettings, key: SigningKey, clock: Clock
+) -> list[WebhookChannel | EmailChannel]:
+    """The gateway's push channels ``[gateway.webhook]`` and ``[gateway.email]`` name.
+
+    Raises:
+        ConfigInvalid: ``password_env`` names a variable that is not set, or the SMTP
+            settings with the password refuse (a password over a connection in clear).
+    """
+    found: list[WebhookChannel | EmailChannel] = []
+    if settings.webhook is not None:
+        hook = settings.webhook
+        try:
+            found.append(
+                WebhookChannel(
+                    key, settings.id, hook.urls, timeout_seconds=hook.timeout_seconds, clock=clock
+                )
+            )
+        except ValueError as exc:
+            raise ConfigInvalid(
+                f"gateway.webhook.urls: {exc}", key="gateway.webhook.urls"
+            ) from None
+    if settings.email is not None:
+        mail = settings.email
+        smtp = mail.smtp
+        if mail.username is not None and mail.password_env is not None:
+            password = os.environ.get(mail.password_env)
+            if not password:
+                raise ConfigInvalid(
+                    f"gateway.email.password_env: the environment variable {mail.password_env} "
+                    "is not set; set it to the SMTP password",
+                    key="gateway.email.password_env",
+                )
+            try:
+                smtp = replace(smtp, username=mail.username, password=password)
+            except ValueError as exc:
+                raise ConfigInvalid(f"gateway.email: {exc}", key="gateway.email") from None
+        try:
+            found.append(EmailChannel(smtp, mail.addresses, gateway_name=settings.id))
+        except ValueError as exc:
+            raise ConfigInvalid(
+                f"gateway.email.addresses: {exc}", key="gateway.email.addresses"
+            ) from None
+    return found
+
+
 def _web_channel(settings: WebSettings, directory: Directory, clock: Clock) -> WebChannel:
     """The web channel, with the Ed25519 keys ``web.keys`` names: each one on its person's
     card, and that card lists the web channel."""
@@ -339,7 +455,7 @@ def _coordinator(
     keyring: Keyring,
     store: Store,
     clock: SystemClock,
-) -> tuple[Coordinator, list[McpLink]]:
+) -> tuple[Coordinator, list[McpLink | HttpGateway]]:
     from hatp.mcp import McpLink  # a reconnecting MCP client per participant
 
     links = [
@@ -347,18 +463,76 @@ def _coordinator(
         for pid, url in settings.participants.items()
     ]
     participants: dict[str, Participant] = {link.participant_id: link for link in links}
+    key = _key(settings.key, "coordinator.key")
+    # [COORD-GATEWAYS] another organisation's groups are asked at its own gateway.
+    remotes = {
+        domain: HttpGateway(
+            remote.url, remote.id, signer=key, caller=settings.id, timeout=settings.call_timeout
+        )
+        for domain, remote in settings.gateways.items()
+    }
+    asked: Gateway = GatewayRoutes(gateway, remotes) if remotes else gateway
     coordinator = Coordinator(
         coordinator_id=settings.id,
-        key=_key(settings.key, "coordinator.key"),
+        key=key,
         log=DecisionLog(store),
         participants=participants,
-        gateway=gateway,
+        gateway=asked,
         keyring=keyring,
         clock=clock,
         call_timeout=settings.call_timeout,
         lease_seconds=settings.lease_seconds,
     )
-    return coordinator, links
+    return coordinator, [*links, *remotes.values()]
+
+
+def _partners(config: ServeConfig, clock: Clock) -> list[VerifiedKeySet]:
+    """The key sets ``[trust]`` names, fetched (or read from the cache) and verified
+    against their pinned roots ([KEYSET-FETCH]).
+
+    Raises:
+        ConfigInvalid: a set that cannot be fetched or is refused, or is another
+            organisation's than the entry names (``data.key`` ``trust.<organisation>``).
+    """
+    found = []
+    for organisation, trusted in config.trust.items():
+        key = f"trust.{organisation}"
+        try:
+            verified = discover_key_set(
+                trusted.url, pin=trusted.pin, cache_dir=config.key_cache, now=clock.now()
+            )
+        except (KeySetInvalid, VersionUnsupported) as exc:
+            raise ConfigInvalid(f"{key}: {exc.message}", key=key) from None
+        if verified.organisation != organisation:
+            raise ConfigInvalid(
+                f"{key}: the key set at {trusted.url} is {verified.organisation}'s, not "
+                f"{organisation}'s; check the URL and the pin",
+                key=key,
+            )
+        found.append(verified)
+    return found
+
+
+def _with_partners(keyring: Keyring, partners: list[VerifiedKeySet]) -> Keyring:
+    """``keyring`` with every key of the partners' sets, each with its issuer and period,
+    its issuers trusted.
+
+    Raises:
+        ConfigInvalid: a partner's key has a kid the keyring holds for another key, or
+            another issuer or period (``data.key`` ``trust``).
+    """
+    for partner in partners:
+        theirs = partner.keyring()
+        for kid in theirs.kids():
+            public, issuer = theirs.resolve(kid)
+            try:
+                keyring.add(public, issuer, theirs.period(kid))
+            except KeyringInvalid as exc:
+                raise ConfigInvalid(
+                    f"trust.{partner.organisation}: {exc.message}", key="trust"
+                ) from None
+            keyring.trust(issuer)
+    return keyring
 
 
 def _connector(url: str) -> Callable[[], Client]:
@@ -370,6 +544,37 @@ def _keyring(path: Path) -> Keyring:
         return Keyring.load(path)
     except (KeyringInvalid, VersionUnsupported) as exc:
         raise ConfigInvalid(f"server.keyring: {exc.message}", key="server.keyring") from None
+
+
+def _key_set(path: Path, clock: Clock) -> tuple[bytes, VerifiedKeySet]:
+    """The key set file ``[keys] set`` names: its bytes as read, and the set, once it
+    verifies under its own root (its signature, its form) and is unexpired now."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise ConfigInvalid(
+            f"keys.set: cannot read {path}: {exc.strerror}", key="keys.set"
+        ) from None
+    try:
+        doc = parse_json(data)
+        verified = verify_key_set(doc, pin=_own_pin(doc), now=clock.now())
+    except (InvalidJson, KeySetInvalid, VersionUnsupported) as exc:
+        raise ConfigInvalid(
+            f"keys.set: {path} is not a key set partners would take: {exc.message}; write "
+            "it again with `hatp keys publish` (--from it, and a higher --version)",
+            key="keys.set",
+        ) from None
+    return data, verified
+
+
+def _own_pin(doc: Any) -> str:
+    """The thumbprint of the root a set names (empty when it names none: the set's form
+    is then refused before its root is compared)."""
+    root = doc.get("root") if isinstance(doc, dict) else None
+    try:
+        return thumbprint(PublicKey.from_jwk(root)) if isinstance(root, dict) else ""
+    except KeyInvalid:
+        return ""
 
 
 def _key(path: Path, setting: str) -> SigningKey:

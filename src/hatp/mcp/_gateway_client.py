@@ -26,6 +26,7 @@ import mcp_types as types
 from mcp.client import Client
 from mcp.shared.exceptions import MCPError
 
+from hatp._edge_params import ask_params
 from hatp.clock import Clock, SystemClock, format_time
 from hatp.coordinator import ApprovalRequest
 from hatp.directory import Candidate, Exclusion, ExclusionRule, Resolution, verify_card
@@ -75,7 +76,7 @@ class McpGateway:
 
     async def ask(self, request: ApprovalRequest) -> dict[str, Any]:
         """Ask the group (``txn/ask``); return the signed PendingVote or final Approval."""
-        return await self._send("txn/ask", _ask_params(request), member="answer")
+        return await self._send("txn/ask", ask_params(request), member="answer")
 
     async def poll(self, ask_id: str, *, wait_seconds: float = 0.0) -> dict[str, Any]:
         """Poll the ask (``txn/voted``), waiting up to ``wait_seconds`` (capped by the server)."""
@@ -101,7 +102,7 @@ class McpGateway:
 
     async def estimate(self, request: ApprovalRequest) -> dict[str, Any]:
         """Return the signed ChainEstimate of asking the group (``txn/estimate``)."""
-        return await self._send("txn/estimate", _ask_params(request), member="estimate")
+        return await self._send("txn/estimate", ask_params(request), member="estimate")
 
     async def tighten(self, ask_id: str, decide_by: datetime) -> dict[str, Any]:
         """Move the ask's deadline earlier (``txn/tighten``); return the signed pending or final."""
@@ -291,17 +292,6 @@ async def mcp_directory(server_id: str, client: Client, keyring: Keyring) -> Mcp
     """
     check_server(client, role="directory", server_id=server_id, keyring=keyring)
     return McpDirectory(server_id, client, keyring)
-
-
-def _ask_params(request: ApprovalRequest) -> dict[str, Any]:
-    return {
-        "txnId": request.txn_id,
-        "plan": request.plan.to_wire(),
-        "planDigest": request.plan_digest,
-        "groupId": request.group.group_id,
-        "decideBy": format_time(request.decide_by),
-        "terms": request.terms,
-    }
 
 
 async def await_call_approval(

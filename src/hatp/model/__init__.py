@@ -58,7 +58,7 @@ from hatp.model.effects import (
     effect_verdict,
     meets,
 )
-from hatp.model.findings import Finding, Result, VerificationReport
+from hatp.model.findings import Finding, Result, SignatureUse, VerificationReport
 from hatp.model.human import (
     ASK_ID_PATTERN,
     Answer,
@@ -69,7 +69,15 @@ from hatp.model.human import (
     Question,
     QuestionType,
 )
-from hatp.model.keys import KeyringDocument, KeyringEntry, PublicJwk
+from hatp.model.keys import KeyringDocument, KeyringEntry, KeyRole, PublicJwk
+from hatp.model.keyset import (
+    KEYSET_PATH,
+    KEYSET_TYPE,
+    KeySet,
+    KeySetBody,
+    KeySetKey,
+    KeyStatus,
+)
 from hatp.model.plan import (
     COMMIT_ORDER,
     AgentText,
@@ -116,6 +124,8 @@ __all__ = [
     "ASK_ID_PATTERN",
     "CALL_GROUP",
     "COMMIT_ORDER",
+    "KEYSET_PATH",
+    "KEYSET_TYPE",
     "MAX_JSON_DEPTH",
     "MAX_QUORUM",
     "MAX_SAFE_INTEGER",
@@ -159,6 +169,11 @@ __all__ = [
     "HumanVote",
     "JsonObject",
     "JsonValue",
+    "KeyRole",
+    "KeySet",
+    "KeySetBody",
+    "KeySetKey",
+    "KeyStatus",
     "KeyringDocument",
     "KeyringEntry",
     "Kid",
@@ -190,6 +205,7 @@ __all__ = [
     "RoutingRecord",
     "Seconds",
     "Signature",
+    "SignatureUse",
     "Sla",
     "Status",
     "Tier",

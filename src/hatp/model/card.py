@@ -98,6 +98,7 @@ class Channel(StrEnum):
     SMS = "sms"
     VOICE = "voice"
     EMAIL = "email"
+    WEBHOOK = "webhook"
     TERMINAL = "terminal"
     WEB = "web"
 

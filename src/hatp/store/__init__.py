@@ -11,7 +11,8 @@ spent passkey nonces and each passkey's sign count; :class:`WebBook` the
 approver page's sign-in challenges, sessions and passkey invitations;
 :class:`GateAsks` the asks a tool server made of the gateway itself, for
 calls that came without an approval (one open ask per call and requester);
-:class:`AskChanges` hears, on PostgreSQL, the asks other processes write.
+:class:`AskChanges` hears, on PostgreSQL, the asks other processes write;
+:class:`Outbox` keeps the gateway's notices over push channels until they are sent.
 Each database records its schema revision: :func:`open_store` creates a
 fresh one and refuses one behind (:func:`upgrade_store`, ``hatp db upgrade``,
 brings it up; :func:`schema_status` reports it). Async code calls a store
@@ -28,6 +29,7 @@ from hatp.store._leases import LeaseBook, LeaseRow, LeaseStatus
 from hatp.store._log import DecisionLog, TxnRow
 from hatp.store._migrate import Found, Migrations, SchemaStatus
 from hatp.store._offloop import StoreLimits, calls_in_flight
+from hatp.store._outbox import Outbox, OutboxRow, OutboxState
 from hatp.store._passkeys import PasskeyBook
 from hatp.store._schema import from_ms, to_ms
 from hatp.store._used import UsedApproval, UsedApprovals, UseOutcome
@@ -50,6 +52,9 @@ __all__ = [
     "LeaseRow",
     "LeaseStatus",
     "Migrations",
+    "Outbox",
+    "OutboxRow",
+    "OutboxState",
     "PasskeyBook",
     "SchemaStatus",
     "Store",

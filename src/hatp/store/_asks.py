@@ -11,7 +11,7 @@ gateway processes on one database never both decide the same ask.
 from __future__ import annotations
 
 import builtins
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -25,6 +25,7 @@ from hatp.errors import AskConflict, AskUnknown
 from hatp.store._changes import announce
 from hatp.store._driver import DriverSession
 from hatp.store._engine import Store, insert_or_ignore
+from hatp.store._outbox import Outbox, OutboxRow
 from hatp.store._schema import ask, dump_json, from_ms, load_json, to_ms
 
 __all__ = ["AskKind", "AskRow", "AskState", "AskStore"]
@@ -100,13 +101,15 @@ class AskStore:
         """The store the asks are kept in."""
         return self._store
 
-    def create(self, row: AskRow, now: datetime) -> AskRow:
+    def create(self, row: AskRow, now: datetime, *, notices: Sequence[OutboxRow] = ()) -> AskRow:
         """Store a new ask, or return the one already stored for the same subject.
 
         The subject is (``kind``, ``txn_id``, ``group_id``, ``plan_digest``):
         asking about the same group of the same plan twice, from any number of
         gateway processes, leaves one ask ([GW-ASK-ONCE]). Compare the
         returned ``ask_id`` with ``row.ask_id`` to tell which happened.
+        ``notices`` go into the outbox in the same transaction, if the ask is this one
+        ([OUTBOX-ATOMIC]).
 
         Raises:
             AskConflict: ``row.ask_id`` is taken by an ask about something else.
@@ -117,6 +120,8 @@ class AskStore:
         with self._store.driver_session() as session:
             session.execute(insert_or_ignore(session.dialect, ask), values)
             found = session.execute(_BY_SUBJECT, _subject(row)).first()
+            if notices and found is not None and found.ask_id == row.ask_id:
+                Outbox.add(session, notices, now)
             announce(session, row.ask_id)
         if found is None:
             raise AskConflict(
@@ -158,6 +163,7 @@ class AskStore:
         now: datetime,
         *,
         also: Callable[[Connection], None] | None = None,
+        notices: Sequence[OutboxRow] = (),
     ) -> AskRow:
         """Write ``row``'s state, ``next_due``, ``decide_by`` (a tighten moves it earlier)
         and ``doc`` if the stored ask is still at
@@ -165,7 +171,8 @@ class AskStore:
 
         ``also`` runs in the same transaction once the row is written (the
         passkey bookkeeping of a vote, :class:`~hatp.store.PasskeyBook`): if it
-        raises, nothing is written and its error passes through.
+        raises, nothing is written and its error passes through. ``notices`` go into
+        the outbox in the same transaction ([OUTBOX-ATOMIC]).
 
         Raises:
             AskConflict: the ask was updated since ``row`` was read (another
@@ -191,6 +198,8 @@ class AskStore:
             else:
                 if also is not None and conn is not None:
                     also(conn)
+                if notices:
+                    Outbox.add(session, notices, now)
                 announce(session, row.ask_id)  # other processes' waiters wake at the commit
         if won is not None:
             return replace(row, version=row.version + 1)

@@ -136,6 +136,29 @@ gate_ask = sa.Table(
     sa.UniqueConstraint("open_key", name="uq_hatp_gate_ask_open"),
 )
 
+#: The Human Gateway's outbox: one row per notice to a person over a push channel (a
+#: webhook, an e-mail), written in the transaction of the ask change that causes it.
+outbox = sa.Table(
+    "hatp_outbox",
+    metadata,
+    sa.Column("notice_id", sa.Text, primary_key=True),  # the idempotency key receivers see
+    sa.Column("ask_id", sa.Text, nullable=False),
+    sa.Column("human", sa.Text, nullable=False),
+    sa.Column("channel", sa.Text, nullable=False),  # a channel type, e.g. "email"
+    sa.Column("event", sa.Text, nullable=False),  # ask, escalation, withdrawal, ...
+    sa.Column("doc", sa.Text, nullable=False),  # canonical JSON of the notice document
+    sa.Column("state", sa.Text, nullable=False),  # pending, delivered, failed, superseded
+    sa.Column("attempts", sa.Integer, nullable=False),
+    sa.Column("next_at", sa.BigInteger, nullable=True),  # when to try next; pending only
+    sa.Column("claimed_until", sa.BigInteger, nullable=True),  # a sender's claim on it
+    sa.Column("last_error", sa.Text, nullable=True),  # reason: message, of the last failure
+    sa.Column("created_at", sa.BigInteger, nullable=False),
+    sa.Column("settled_at", sa.BigInteger, nullable=True),  # delivered, failed or superseded
+    sa.Column("link_used_at", sa.BigInteger, nullable=True),  # its single-use link, once opened
+    sa.Index("ix_hatp_outbox_due", "state", "next_at"),
+    sa.Index("ix_hatp_outbox_ask", "ask_id"),
+)
+
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MS = timedelta(milliseconds=1)
 
