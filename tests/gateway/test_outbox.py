@@ -500,3 +500,54 @@ def test_the_outbox_is_counted_in_the_metrics_HTTP_METRICS(gws: Gateways) -> Non
     assert found[(sends, (("channel", "webhook"), ("result", "retried")))] == 1
     assert found[(sends, (("channel", "webhook"), ("result", "failed")))] == 1
     assert found[(sends, (("channel", "email"), ("result", "delivered")))] == 1
+
+
+def test_a_person_asked_over_a_push_channel_is_reminded_once_halfway_GW_REMIND(
+    gws: Gateways,
+) -> None:
+    """[GW-REMIND] alice, asked by webhook with a 900 s SLA, is reminded at 450 s (the
+    view, what she signs, and the link again), once; someone asked on the web page is
+    not reminded (the page shows the ask)."""
+
+    async def body() -> None:
+        pending = await gws.gateway.ask(request())
+        ask_id = pending["askId"]
+        await until(lambda: settled(gws, ask_id), "the ask sent")
+        row = gws.gateway.asks.get(ask_id)
+        assert row.next_due == START + timedelta(seconds=450)
+        gws.clock.advance(449)
+        await gws.gateway.tick()
+        assert gws.webhook.events("alice") == ["ask"]
+        gws.clock.advance(1)
+        await gws.gateway.tick()
+        await until(lambda: settled(gws, ask_id), "the reminder sent")
+        assert gws.webhook.events("alice") == ["ask", "reminder"]
+        reminder = gws.webhook.sent[-1]
+        assert reminder.notice is not None and reminder.link is not None
+        assert reminder.document["respondBy"] == "2026-12-02T09:15:00.000Z"
+        gws.clock.advance(200)
+        await gws.gateway.tick()
+        assert gws.webhook.events("alice") == ["ask", "reminder"]
+        assert gws.gateway.asks.get(ask_id).next_due == START + timedelta(seconds=900)
+
+    asyncio.run(body())
+
+
+def test_someone_on_the_web_page_is_not_reminded_GW_REMIND(store_url: str) -> None:
+    """[GW-REMIND] only push channels remind: an ask on the web waits for the SLA."""
+    gws = Gateways(store_url, pushed("web"))
+    try:
+
+        async def body() -> None:
+            pending = await gws.gateway.ask(request())
+            row = gws.gateway.asks.get(pending["askId"])
+            assert row.next_due == START + timedelta(seconds=900)
+            gws.clock.advance(600)
+            await gws.gateway.tick()
+            (alice,) = [p for p in gws.gateway.asks.get(row.ask_id).doc["people"]
+                        if p["id"] == human("alice")]  # fmt: skip
+            assert "remindedAt" not in alice and gws.webhook.sent == []
+
+        asyncio.run(body())
+    finally:
+        gws.close()

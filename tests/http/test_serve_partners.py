@@ -37,6 +37,7 @@ ROOT = SigningKey.from_seed(bytes([61]) * 32, "globex-root-1")
 COORD = SigningKey.from_seed(bytes([62]) * 32, "globex-coordinator-1")
 REVOKED = SigningKey.from_seed(bytes([63]) * 32, "globex-coordinator-0")
 STRANGER = SigningKey.from_seed(bytes([64]) * 32, "globex-coordinator-9")
+PARTICIPANT = SigningKey.from_seed(bytes([65]) * 32, "globex-warehouse-1")
 PIN = thumbprint(ROOT.public)
 BOUND = 30.0
 
@@ -57,6 +58,8 @@ def _globex_set(organisation: str = GLOBEX) -> bytes:
             {**REVOKED.public.to_jwk(), "role": "coordinator", "issuer": GLOBEX_COORDINATOR,
              "notBefore": since, "status": "revoked",
              "revokedAt": format_time(now - timedelta(hours=1))},
+            {**PARTICIPANT.public.to_jwk(), "role": "participant",
+             "issuer": "mcp://warehouse.globex.com", "notBefore": since, "status": "active"},
         ],
     )  # fmt: skip
     return json.dumps(doc).encode()
@@ -168,8 +171,9 @@ def test_a_bad_partner_setting_is_refused_naming_its_key_SERVE_CONFIG(
 
 def test_requests_signed_by_a_trusted_partners_key_are_served_API_SIGNED(tmp_path: Path) -> None:
     """[KEYSET-FETCH] [API-SIGNED] globex's key set, fetched at start under its pin, lets
-    its coordinator's signed ask in; a key it revoked, and a key it never listed, are
-    refused 401; the set is cached under the pin."""
+    its coordinator's signed ask in; a key it revoked, a key it never listed, and its
+    participant's key (not a coordinator's) are refused 401; the set is cached under the
+    pin."""
 
     async def go(url: str) -> list[int]:
         config = load_config(_setup(tmp_path, trust=_trust(url), api="signed = true"))
@@ -177,12 +181,17 @@ def test_requests_signed_by_a_trusted_partners_key_are_served_API_SIGNED(tmp_pat
             transport = httpx2.ASGITransport(app=services.app())
             async with httpx2.AsyncClient(transport=transport, base_url="http://t") as http:
                 statuses = []
-                for key in (COORD, REVOKED, STRANGER):
+                signers = [
+                    (COORD, GLOBEX_COORDINATOR),
+                    (REVOKED, GLOBEX_COORDINATOR),
+                    (STRANGER, GLOBEX_COORDINATOR),
+                    (PARTICIPANT, "mcp://warehouse.globex.com"),
+                ]
+                for key, caller in signers:
                     body = httpx2.Request("POST", "http://t", json=_ask_body()).content
                     headers = sign_request(
-                        key, GLOBEX_COORDINATOR, "POST", "/gateway/asks", body,
-                        SystemClock().now(),
-                    )  # fmt: skip
+                        key, caller, "POST", "/gateway/asks", body, SystemClock().now()
+                    )
                     answer = await http.post(
                         "/gateway/asks",
                         content=body,
@@ -193,7 +202,7 @@ def test_requests_signed_by_a_trusted_partners_key_are_served_API_SIGNED(tmp_pat
 
     with _publishing(_globex_set()) as url:
         statuses = asyncio.run(asyncio.wait_for(go(url), BOUND))
-    assert statuses == [200, 401, 401]
+    assert statuses == [200, 401, 401, 401]
     assert (tmp_path / "key-cache" / f"{PIN}.json").is_file()
 
 

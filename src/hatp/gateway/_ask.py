@@ -61,6 +61,9 @@ class Context:
     #: Whether the gateway holds contact details for (channel type, person); ``None``:
     #: every channel it serves reaches everyone (channels that need no address).
     reaches: Callable[[str, str], bool] | None = None
+    #: The push channels (webhook, e-mail): people asked over them are reminded once,
+    #: halfway through their SLA ([GW-REMIND]).
+    push: frozenset[str] = frozenset()
 
 
 @dataclass
@@ -132,9 +135,23 @@ class AskDoc:
         return seen
 
     def next_due(self) -> datetime:
-        """The earliest SLA of anyone still asked, or just after the deadline."""
-        moments = [parse_time(p["respondBy"]) for p in self.doc["people"] if _waiting(p)]
+        """The earliest SLA (or reminder) of anyone still asked, or just after the deadline."""
+        moments = []
+        for entry in self.doc["people"]:
+            if _waiting(entry):
+                moments.append(parse_time(entry["respondBy"]))
+                remind = self._remind_at(entry)
+                if remind is not None:
+                    moments.append(remind)
         return min([*moments, self.decide_by + _MS])
+
+    def _remind_at(self, entry: dict[str, Any]) -> datetime | None:
+        """[GW-REMIND] when someone asked over a push channel is reminded: halfway through
+        their SLA, once (``None``: not over a push channel, or reminded already)."""
+        if entry.get("channel") not in self.ctx.push or "remindedAt" in entry:
+            return None
+        asked, due = parse_time(entry["askedAt"]), parse_time(entry["respondBy"])
+        return asked + (due - asked) / 2
 
     # -- asking ----------------------------------------------------------
 
@@ -206,6 +223,7 @@ class AskDoc:
             askedAt=format_time(now),
             respondBy=format_time(now + timedelta(seconds=entry["sla"])),
         )
+        entry.pop("remindedAt", None)  # asked anew (another channel): reminded anew
         if entry.get("passkey") and self.doc["kind"] == "approval" and "nonce" not in entry:
             # [GW-PASSKEY] what this person's passkey signs over, once; stored before
             # the notice that carries it is sent.
@@ -245,13 +263,21 @@ class AskDoc:
     # -- time ------------------------------------------------------------
 
     def tick(self) -> None:
-        """Escalate everyone past their SLA, and close the ask at its deadline."""
+        """Escalate everyone past their SLA, remind those halfway through it over a push
+        channel ([GW-REMIND]), and close the ask at its deadline."""
         if self.ctx.now > self.decide_by:
             self.expire()
             return
         for entry in self.people:
-            if _waiting(entry) and parse_time(entry["respondBy"]) <= self.ctx.now:
+            if not _waiting(entry):
+                continue
+            if parse_time(entry["respondBy"]) <= self.ctx.now:
                 self._escalate(entry)
+                continue
+            remind = self._remind_at(entry)
+            if remind is not None and remind <= self.ctx.now:
+                entry["remindedAt"] = format_time(self.ctx.now)
+                self.effects.inform.append((entry["id"], "reminder"))
 
     def _escalate(self, entry: dict[str, Any]) -> None:
         """[GW-ESCALATE] ask the eligible delegates of someone who missed their SLA,

@@ -684,7 +684,8 @@ class HumanGateway:
     def _context(self, now: datetime) -> Context:
         reaches = self._reaches if self._push else None
         served = frozenset(self._channels)
-        return Context(self._id, self._key, served, self._directory, now, reaches)
+        push = frozenset(self._push)
+        return Context(self._id, self._key, served, self._directory, now, reaches, push)
 
     def _reaches(self, channel: str, human: str) -> bool:
         """Whether ``channel`` holds contact details for ``human`` (in-process channels

@@ -50,7 +50,7 @@ __all__ = ["OutboxSender", "SendPolicy", "link_token", "notice_rows", "read_link
 _log = logging.getLogger(__name__)
 
 #: The events that ask a person to respond: sent only while they are still asked.
-_ASKING = frozenset({"ask", "escalation"})
+_ASKING = frozenset({"ask", "escalation", "reminder"})
 #: What a single-use link's token signs over, before the notice id.
 _LINK_CONTEXT = b"hatp-approver-link-v1\n"
 

@@ -106,7 +106,11 @@ class SignedCallers:
     ``keyring`` holds, of issuers it trusts, within their periods. [API-SIGNED]
 
     A request's timestamp may be at most ``tolerance`` from ``clock``'s time (the
-    system clock by default), either way.
+    system clock by default), either way. A key from a key set signs requests only
+    if its role is one of ``roles`` (a coordinator's, by default: a participant's or
+    a gateway's key of the same organisation speaks for it in nothing else); a key
+    the keyring holds without a period (this server's own keyring file) is taken
+    as the operator put it there.
 
     Raises:
         ValueError: ``tolerance`` is not positive.
@@ -118,11 +122,13 @@ class SignedCallers:
         *,
         tolerance: timedelta = DEFAULT_TOLERANCE,
         clock: Clock | None = None,
+        roles: Iterable[str] = ("coordinator",),
     ) -> None:
         if tolerance <= timedelta(0):
             raise ValueError(f"the tolerance must be positive, not {tolerance}")
         self.keyring = keyring
         self.tolerance = tolerance
+        self.roles = frozenset(roles)
         self._clock = clock or SystemClock()
 
     def verify(
@@ -142,7 +148,8 @@ class SignedCallers:
         1. the four headers, once each, of their form (else ``BAD_SIGNATURE``);
         2. the timestamp within the tolerance of this server's time (``STALE``);
         3. the key: in the keyring, of a trusted issuer, inside its period at the
-           timestamp (``UNKNOWN_KEY``; ``data.keyReason`` the keyring's reason);
+           timestamp, and of one of ``roles`` (``UNKNOWN_KEY``; ``data.keyReason`` the
+           keyring's reason, or ``ROLE``);
         4. the signature over the request as received (``BAD_SIGNATURE``);
         5. ``Hatp-Caller`` is the key's issuer (``WRONG_CALLER``).
 
@@ -177,6 +184,16 @@ class SignedCallers:
                 kid=kid,
                 keyReason=exc.reason,
             ) from None
+        period = self.keyring.period(kid)
+        if period is not None and period.role not in self.roles:
+            _log.info("refused a request signed by key %s, a %s key", kid, period.role)
+            raise Unauthenticated(
+                f"key {kid!r} is {period.organisation}'s {period.role} key, and requests to "
+                f"this server are signed with a {' or '.join(sorted(self.roles))} key",
+                reason="UNKNOWN_KEY",
+                kid=kid,
+                keyReason="ROLE",
+            )
         try:
             key.verify_bytes(signature, request_message(method, target, timestamp, body))
         except (SignatureInvalid, ValueError):
