@@ -22,17 +22,14 @@ from coordinator.trips import ALL_NONE, ALL_WHOLE, ForgeApproval, Trip, events
 from hatp.clock import ManualClock
 from hatp.coordinator import Coordinator, Gateway, GatewayRoutes, Outcome, gateway_for
 from hatp.demo import COORDINATOR, GATEWAY, PARTICIPANT_IDS, TripWorld
+from hatp.demo.two_orgs import GINA, GLOBEX_DIRECTORY, GLOBEX_GATEWAY, gina_card
 from hatp.directory import Directory, sign_card
 from hatp.errors import AskUnknown, Unavailable
 from hatp.evidence import Keyring, SigningKey, verify, verify_record
 from hatp.gateway import HumanGateway, MemoryChannel, Person
 from hatp.model import ApprovalGroup, Result, TxnState
 from hatp.store import AskKind, AskStore, Store, open_store
-from hatp.version import PROTOCOL_VERSION
 
-GLOBEX_DIRECTORY = "https://directory.globex.com"
-GLOBEX_GATEWAY = "https://gateway.globex.com"
-GINA = "human://globex.com/gina"
 PARTNER = "human://globex.com/role/partner-approver"
 GLOBEX_DIRECTORY_KEY = SigningKey.from_seed(bytes([71]) * 32, f"{GLOBEX_DIRECTORY}#key-1")
 GLOBEX_GATEWAY_KEY = SigningKey.from_seed(bytes([72]) * 32, f"{GLOBEX_GATEWAY}#key-1")
@@ -40,27 +37,7 @@ GINA_KEY = SigningKey.from_seed(bytes([73]) * 32, f"{GINA}#key-1")
 
 
 def _gina_card() -> dict[str, Any]:
-    return sign_card(
-        {
-            "hatpVersion": PROTOCOL_VERSION,
-            "id": GINA,
-            "displayName": "Gina",
-            "roles": ["partner-approver"],
-            "pools": [],
-            "skills": [],
-            "authority": [
-                {"action": "approve.spend", "maxAmount": {"value": "10000", "currency": "USD"}}
-            ],
-            "channels": ["terminal"],
-            "availability": {"timezone": "Europe/Berlin", "status": "available"},
-            "sla": {"decideSeconds": 900},
-            "capacity": {"maxOpen": 10, "open": 0},
-            "delegates": [],
-            "keys": [GINA_KEY.public.to_jwk()],
-            "issuer": GLOBEX_DIRECTORY,
-        },
-        GLOBEX_DIRECTORY_KEY,
-    )
+    return sign_card(gina_card(GINA_KEY, ["terminal"]), GLOBEX_DIRECTORY_KEY)
 
 
 @dataclass

@@ -180,7 +180,8 @@ def fetch(
         Path | None,
         typer.Option(
             "--cache",
-            help="Folder keeping the newest set seen (used while unexpired; refuses rollback).",
+            help="Folder keeping the newest set seen (used for an hour, then while the "
+            "publisher cannot be reached and it is unexpired; refuses rollback).",
             show_default=False,
         ),
     ] = None,

@@ -32,7 +32,7 @@ import contextlib
 import json
 import secrets
 import sys
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -77,10 +77,13 @@ from hatp.version import PROTOCOL_VERSION
 
 __all__ = [
     "ACME",
+    "GINA",
     "GLOBEX",
+    "GLOBEX_DIRECTORY",
     "GLOBEX_GATEWAY",
     "PARTNER_ADDRESS",
     "TwoOrgsRun",
+    "gina_card",
     "run_two_orgs",
     "two_orgs_plan",
 ]
@@ -333,7 +336,7 @@ def _globex(folder: Path, now: datetime) -> _Org:
     gateway_key = _key(keys / "gateway.jwk", f"{GLOBEX_GATEWAY}#key-1")
     revoked = _key(keys / "gateway-old.jwk", f"{GLOBEX_GATEWAY}#key-0")
     gina = _key(keys / "gina.jwk", f"{GINA}#key-1")
-    card = sign_card(_gina_card(gina), directory_key)
+    card = sign_card(gina_card(gina), directory_key)
     trusting = Keyring([(directory_key.public, GLOBEX_DIRECTORY)], [GLOBEX_DIRECTORY])
     Directory(GLOBEX_DIRECTORY, [card], trusting).save(folder / "directory.json")
     Keyring(
@@ -358,7 +361,9 @@ def _globex(folder: Path, now: datetime) -> _Org:
     return _Org("globex", folder, root, key_set, {GINA: gina}, revoked)
 
 
-def _gina_card(key: SigningKey) -> dict[str, Any]:
+def gina_card(key: SigningKey, channels: Sequence[str] = ("webhook",)) -> dict[str, Any]:
+    """globex's partner approver's card, unsigned: gina approves spending up to 10,000
+    USD, answering with ``key``, told over ``channels``."""
     return {
         "hatpVersion": PROTOCOL_VERSION,
         "id": GINA,
@@ -369,7 +374,7 @@ def _gina_card(key: SigningKey) -> dict[str, Any]:
         "authority": [
             {"action": "approve.spend", "maxAmount": {"value": "10000", "currency": "USD"}}
         ],
-        "channels": ["webhook"],
+        "channels": list(channels),
         "availability": {"timezone": "Europe/Berlin", "status": "available"},
         "sla": {"decideSeconds": 900},
         "capacity": {"maxOpen": 10, "open": 0},

@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from pydantic import TypeAdapter
+
 from hatp import _checks
 from hatp.clock import format_time
 from hatp.errors import HatpError, SignatureInvalid
@@ -15,6 +17,9 @@ from hatp.evidence._keys import KeyPeriod, Keyring
 from hatp.evidence._signing import Verified, verify
 from hatp.model import Finding, Result, SignatureUse
 from hatp.model.findings import SIGNATURE_VALID
+
+#: The report's ``signatures``, validated as one list.
+_USES = TypeAdapter(list[SignatureUse])
 
 
 class Tally:
@@ -167,7 +172,9 @@ class Signatures:
         times: dict[datetime, str] = {}
         periods: dict[KeyPeriod, dict[str, Any]] = {}
         noted = sorted(self._uses.values(), key=_record_order)
-        return [_use(entry, times, periods) for entry in noted]
+        # One validation of the whole list, in pydantic's core: a record holds thousands
+        # of signatures, and building each model on its own costs more than checking it.
+        return _USES.validate_python([_use(entry, times, periods) for entry in noted])
 
 
 def _record_order(entry: _Use) -> int:
@@ -188,7 +195,7 @@ def _issuer(keyring: Keyring, kid: str, exc: HatpError) -> str | None:
 
 def _use(
     entry: _Use, times: dict[datetime, str], periods: dict[KeyPeriod, dict[str, Any]]
-) -> SignatureUse:
+) -> dict[str, Any]:
     # A record may hold many thousands of signatures by a handful of keys: each
     # time and period is written once.
     event, path, at, time, kid, issuer, period, status = entry
@@ -197,19 +204,20 @@ def _use(
         if time is None:
             time = times[at] = format_time(at)
     where = path if event is None else f"event {event} {path}" if path else f"event {event}"
-    # Built without validation: every member is the verifier's own (a wire time it
-    # wrote, a kid and issuer it resolved), and a record's thousands of signatures
-    # would otherwise cost more than checking them ([VER-PERIOD]).
     if period is None:
-        return SignatureUse.model_construct(
-            event=event, where=where, kid=kid, issuer=issuer, at=time
-        )
+        return {"event": event, "where": where, "kid": kid, "issuer": issuer, "at": time}
     members = periods.get(period)
     if members is None:
         members = periods[period] = _period_members(period)
-    return SignatureUse.model_construct(
-        event=event, where=where, kid=kid, issuer=issuer, at=time, status=status, **members
-    )
+    return {
+        "event": event,
+        "where": where,
+        "kid": kid,
+        "issuer": issuer,
+        "at": time,
+        "status": status,
+        **members,
+    }
 
 
 def _period_members(period: KeyPeriod) -> dict[str, Any]:
