@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-import socket
 import stat
-import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -18,6 +16,7 @@ from typer.testing import CliRunner
 
 from hatp.cli import app
 from hatp.evidence import Keyring, PublicKey, SigningKey, thumbprint
+from threaded_server import serving_in_thread
 
 runner = CliRunner()
 
@@ -329,7 +328,6 @@ def test_keys_publish_refuses_a_previous_set_of_another_root(tmp_path: Path) -> 
 def _serving(published: Path) -> Iterator[str]:
     """``published`` at /.well-known/hatp-keys.json, by uvicorn in a thread on a loopback
     socket already listening; yield the base URL."""
-    import uvicorn
     from starlette.applications import Starlette
     from starlette.requests import Request
     from starlette.responses import Response
@@ -340,22 +338,8 @@ def _serving(published: Path) -> Iterator[str]:
     async def key_set(_: Request) -> Response:
         return Response(published.read_bytes(), media_type="application/json")
 
-    listener = socket.create_server(("127.0.0.1", 0))
-    config = uvicorn.Config(
-        Starlette(routes=[Route(KEYSET_PATH, key_set)]),
-        lifespan="off",
-        log_level="warning",
-        access_log=False,
-    )
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [listener]}, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{listener.getsockname()[1]}"
-    finally:
-        server.should_exit = True
-        thread.join(WAIT)
-        listener.close()
+    with serving_in_thread(Starlette(routes=[Route(KEYSET_PATH, key_set)])) as url:
+        yield url
 
 
 def test_keys_fetch_writes_the_keyring_of_a_served_set(tmp_path: Path) -> None:

@@ -4,11 +4,9 @@ revocation as a partner sees them."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import socket
-import threading
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -16,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response, StreamingResponse
@@ -49,9 +46,8 @@ from hatp.evidence import (
 )
 from hatp.model import KEYSET_PATH
 from hatp.version import PROTOCOL_VERSION
+from threaded_server import serving_in_thread
 
-#: How long a server may take to stop, at most.
-WAIT = 10.0
 LOGGER = "hatp.evidence.discover"
 
 
@@ -118,27 +114,10 @@ async def _stream(chunks: list[bytes]) -> AsyncIterator[bytes]:
         yield chunk
 
 
-@contextlib.contextmanager
-def _serving(app: Starlette) -> Iterator[str]:
-    """``app`` on uvicorn in a thread of its own, on a loopback socket already listening
-    (a client may connect before the server's loop accepts); yield its base URL."""
-    listener = socket.create_server(("127.0.0.1", 0))
-    config = uvicorn.Config(app, lifespan="off", log_level="warning", access_log=False)
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [listener]}, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{listener.getsockname()[1]}"
-    finally:
-        server.should_exit = True
-        thread.join(WAIT)
-        listener.close()
-
-
 @pytest.fixture
 def publisher() -> Iterator[tuple[Publisher, str]]:
     published = Publisher(body=_bytes(_set()))
-    with _serving(published.app()) as url:
+    with serving_in_thread(published.app()) as url:
         yield published, url
 
 
@@ -322,7 +301,7 @@ def test_an_unexpired_cached_set_is_used_without_fetching(
     cached set is used while unexpired (a warning says revocations since are not seen);
     once it expired, a server down is UNREACHABLE (never the stale set)."""
     published = Publisher(body=_bytes(_set(expires_at=NOW + timedelta(days=1))))
-    with _serving(published.app()) as url:
+    with serving_in_thread(published.app()) as url:
         first = discover_key_set(url, pin=PIN, now=NOW, cache_dir=tmp_path)
     assert published.fetched == 1
     cached = json.loads((tmp_path / f"{PIN}.json").read_text(encoding="utf-8"))
@@ -529,7 +508,7 @@ def test_a_cached_set_is_asked_for_again_after_an_hour_KEYSET_FETCH(tmp_path: Pa
     """[KEYSET-FETCH] version 1 cached; an hour later the server publishes version 2 (a key
     revoked, say): the next call fetches it, though version 1 has not expired."""
     published = Publisher(body=_bytes(_set(expires_at=NOW + timedelta(days=1))))
-    with _serving(published.app()) as url:
+    with serving_in_thread(published.app()) as url:
         assert discover_key_set(url, pin=PIN, now=NOW, cache_dir=tmp_path).version == 1
         published.body = _bytes(_set(version=2, expires_at=NOW + timedelta(days=1)))
         within = discover_key_set(url, pin=PIN, now=NOW + timedelta(minutes=30), cache_dir=tmp_path)

@@ -6,6 +6,7 @@ import base64
 import json
 import os
 import stat
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,7 @@ from hatp.errors import (
     SignatureInvalid,
     VersionUnsupported,
 )
-from hatp.evidence import Keyring, PublicKey, SigningKey
+from hatp.evidence import KeyPeriod, Keyring, PublicKey, SigningKey
 from hatp.version import PROTOCOL_VERSION
 
 SEED_A = bytes(range(32))
@@ -585,3 +586,20 @@ def test_issued_by_lists_a_trusted_issuers_keys_only_SIG_ISSUER() -> None:
     assert [key.kid for key in ring.issued_by("dir")] == ["k-1", "k-2"]
     assert ring.issued_by("evil") == []
     assert ring.issued_by("nobody") == []
+
+
+def test_a_keyring_includes_another_with_its_periods_and_refuses_a_clash() -> None:
+    """[KEYRING-DOC] [SIG-PERIOD] include() adds every key with its issuer and period and
+    trusts the other's issuers; the same kid under another key is refused."""
+    since = datetime(2026, 1, 1, tzinfo=UTC)
+    partner_key = SigningKey.from_seed(b"\x31" * 32, "partner-1")
+    partner = Keyring()
+    partner.add(partner_key.public, "https://partner.example", KeyPeriod(not_before=since))
+    partner.trust("https://partner.example")
+    ours = Keyring()
+    ours.include(partner)
+    assert ours.resolve("partner-1")[1] == "https://partner.example"
+    assert ours.period("partner-1") == KeyPeriod(not_before=since)
+    clash = Keyring([(SigningKey.from_seed(b"\x32" * 32, "partner-1").public, "x")], ["x"])
+    with pytest.raises(KeyringInvalid):
+        ours.include(clash)

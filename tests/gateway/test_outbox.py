@@ -434,11 +434,15 @@ def test_the_background_loop_sends_what_is_due_OUTBOX(gws: Gateways) -> None:
     async def body() -> None:
         gws.gateway.start()
         try:
-            await gws.gateway.ask(request())
+            pending = await gws.gateway.ask(request())
             await until(lambda: len(gws.webhook.tries) == 1, "the first attempt")
             await until(lambda: gws.clock.sleepers > 0, "the loop waiting")
             gws.clock.advance(1)
             await until(lambda: len(gws.webhook.sent) == 1, "the retry delivered")
+            await until(lambda: settled(gws, pending["askId"]), "the row settled")
+            (row,) = gws.rows(pending["askId"])
+            assert (row.state, row.attempts) == (OutboxState.DELIVERED, 2)
+            assert [m.attempt for m in gws.webhook.tries] == [1, 2]
         finally:
             await gws.gateway.stop()
 

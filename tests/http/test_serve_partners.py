@@ -8,8 +8,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import socket
-import threading
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -17,7 +15,6 @@ from typing import Any
 
 import httpx2
 import pytest
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
@@ -30,6 +27,7 @@ from hatp.errors import ConfigInvalid
 from hatp.evidence import SigningKey, digest, sign_key_set, thumbprint
 from hatp.http import load_config, open_services, sign_request
 from hatp.model import KEYSET_PATH, parse_plan
+from threaded_server import serving_in_thread
 
 GLOBEX = "https://globex.com"
 GLOBEX_COORDINATOR = "https://coordinator.globex.com"
@@ -72,17 +70,8 @@ def _publishing(body: bytes) -> Iterator[str]:
     async def key_set(_: Request) -> Response:
         return Response(body, media_type="application/json")
 
-    listener = socket.create_server(("127.0.0.1", 0))
-    app = Starlette(routes=[Route(KEYSET_PATH, key_set)])
-    server = uvicorn.Server(uvicorn.Config(app, lifespan="off", log_level="warning"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [listener]}, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{listener.getsockname()[1]}"
-    finally:
-        server.should_exit = True
-        thread.join(BOUND)
-        listener.close()
+    with serving_in_thread(Starlette(routes=[Route(KEYSET_PATH, key_set)])) as url:
+        yield url
 
 
 def _setup(folder: Path, **sections: str | None) -> Path:

@@ -425,11 +425,7 @@ def _merged(*sets: VerifiedKeySet) -> Keyring:
     """One keyring holding the keys of ``sets``, each with its issuer and period."""
     merged = Keyring()
     for verified in sets:
-        theirs = verified.keyring()
-        for kid in theirs.kids():
-            public, issuer = theirs.resolve(kid)
-            merged.add(public, issuer, theirs.period(kid))
-            merged.trust(issuer)
+        merged.include(verified.keyring())
     return merged
 
 

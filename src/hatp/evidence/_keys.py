@@ -285,6 +285,18 @@ class Keyring:
         """The period of the key with this kid; ``None`` if it has none or is not held."""
         return self._periods.get(kid)
 
+    def include(self, other: Keyring) -> None:
+        """Add every key ``other`` holds, each with its issuer and period, and trust the
+        issuers ``other`` trusts (a partner's key set joining this keyring).
+
+        Raises:
+            KeyringInvalid: a key clashes with one held already (another key under its
+                kid, another issuer or another period).
+        """
+        for kid, (key, issuer) in sorted(other._keys.items()):
+            self.add(key, issuer, other.period(kid))
+        self._trusted |= other._trusted
+
     def trust(self, issuer: str) -> None:
         """Trust keys vouched for by ``issuer``."""
         self._trusted.add(issuer)

@@ -522,16 +522,12 @@ def _with_partners(keyring: Keyring, partners: list[VerifiedKeySet]) -> Keyring:
             another issuer or period (``data.key`` ``trust``).
     """
     for partner in partners:
-        theirs = partner.keyring()
-        for kid in theirs.kids():
-            public, issuer = theirs.resolve(kid)
-            try:
-                keyring.add(public, issuer, theirs.period(kid))
-            except KeyringInvalid as exc:
-                raise ConfigInvalid(
-                    f"trust.{partner.organisation}: {exc.message}", key="trust"
-                ) from None
-            keyring.trust(issuer)
+        try:
+            keyring.include(partner.keyring())
+        except KeyringInvalid as exc:
+            raise ConfigInvalid(
+                f"trust.{partner.organisation}: {exc.message}", key="trust"
+            ) from None
     return keyring
 
 
