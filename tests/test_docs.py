@@ -39,12 +39,13 @@ def test_every_rule_the_code_reports_is_in_the_spec() -> None:
         SIGNATURE_REASON_RULES,
         WRITE_PLAN_REASONS,
     )
-    from hatp.evidence import CHAIN_RULES, ROUTING_RULES, TXN_RULES
+    from hatp.evidence import CHAIN_RULES, ROUTING_RULES, TXN_RULES, UNDO_RULES
 
     ids = set(ID.findall(SPEC))
     assert set(CHAIN_RULES) <= ids
     assert set(TXN_RULES) <= ids
     assert set(ROUTING_RULES) <= ids
+    assert set(UNDO_RULES) <= ids
     for reason in PLAN_REASONS:
         assert f"`{reason}`" in SPEC, reason
     assert set(SIGNATURE_REASON_RULES.values()) <= ids

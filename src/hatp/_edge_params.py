@@ -13,13 +13,14 @@ never re-serialized through a model.
 
 from __future__ import annotations
 
+import asyncio
 from decimal import Decimal
 from typing import Annotated, Any, Final, Literal
 
-from pydantic import Field, StrictInt, StringConstraints, model_validator
+from pydantic import Field, StrictBool, StrictInt, StringConstraints, model_validator
 
 from hatp.clock import format_time, parse_time
-from hatp.coordinator import ApprovalRequest
+from hatp.coordinator import ApprovalRequest, Coordinator, Outcome
 from hatp.directory import Directory
 from hatp.errors import AskInvalid
 from hatp.model import Status, TxnState, WireModel, WireTime, parse_plan
@@ -29,6 +30,7 @@ __all__ = [
     "MAX_DEADLINE_SECONDS",
     "MAX_FENCE",
     "MAX_LIST_LIMIT",
+    "MAX_UNDO_STEPS",
     "MAX_WAIT_SECONDS",
     "AcquireParams",
     "AnsweredParams",
@@ -53,12 +55,16 @@ __all__ = [
     "TxnParams",
     "TxnStateAnswer",
     "TxnSummary",
+    "UndoAnswer",
+    "UndoParams",
+    "UndoPlanAnswer",
     "VoteParams",
     "WithdrawParams",
     "WithdrawTxnParams",
     "approval_request",
     "ask_params",
     "resolve_answer",
+    "undo_answer",
 ]
 
 #: The longest one long poll (``txn/voted``, ``ask/answered``, a tool round) waits, in seconds.
@@ -381,3 +387,90 @@ class LockAnswer(WireModel):
 
     txn_id: str
     fence: int | None
+
+
+# --- txn/undo (docs/spec.md §28) ---
+
+#: The most steps one ``txn/undo`` may name.
+MAX_UNDO_STEPS: Final = 1000
+#: A plan's ``txnId``, as the Plan model takes it.
+_PlanTxnId = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")]
+_StepId = Annotated[str, StringConstraints(min_length=1, max_length=256)]
+
+
+class UndoParams(HatpParams):
+    """``txn/undo`` (``POST /coordinator/txns/{txnId}/undo``): the committed transaction whose
+    steps to take back, and how."""
+
+    txn_id: str = Field(min_length=1, description="the committed transaction to take back")
+    steps: list[_StepId] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_UNDO_STEPS,
+        description="only these steps (branchIds); default: every step that can be undone",
+    )
+    differing: StrictBool = Field(
+        default=False,
+        description="only the steps that committed other than their approved preview",
+    )
+    decide_seconds: float | None = Field(
+        default=None,
+        gt=0,
+        le=MAX_DEADLINE_SECONDS,
+        allow_inf_nan=False,
+        description="how long people have to approve the undo (default: 30 minutes)",
+    )
+    undo_txn_id: _PlanTxnId | None = Field(
+        default=None,
+        description="the undo transaction's id (default: the original's with .undo- and "
+        "eight random hex digits)",
+    )
+    dry_run: StrictBool = Field(
+        default=False, description="build and answer the plan; begin nothing"
+    )
+
+
+class UndoPlanAnswer(WireModel):
+    """``txn/undo`` with ``dryRun``: the undo plan as it would be begun; nothing was."""
+
+    plan: dict[str, Any] = Field(
+        description="the undo Plan (schemas/Plan.json): its undoes names the original and "
+        "what it keeps; each branch the step it takes back"
+    )
+
+
+class UndoAnswer(WireModel):
+    """``txn/undo``: the undo transaction, in the log and running, and the plan it runs."""
+
+    txn_id: str = Field(description="the undo transaction's id")
+    state: TxnState
+    plan: dict[str, Any] = Field(description="the undo Plan it runs (schemas/Plan.json)")
+
+
+async def undo_answer(
+    coordinator: Coordinator, params: UndoParams
+) -> tuple[dict[str, Any], asyncio.Task[Outcome] | None]:
+    """``txn/undo`` for either edge: build the undo plan ``params`` asks for; with ``dryRun``
+    answer it (:class:`UndoPlanAnswer`, no task), else begin it and answer the undo
+    transaction (:class:`UndoAnswer`) with the task that drives it.
+
+    Raises:
+        TransactionUnknown: no such transaction.
+        UndoRefused: nothing can be taken back as asked (``data.reason``); nothing was begun.
+        OutcomeConflict: a transaction with ``undoTxnId`` is already in the log.
+        PlanInvalid, StoreUnavailable: as :meth:`~hatp.coordinator.Coordinator.begin`.
+    """
+    options: dict[str, Any] = {
+        "steps": params.steps,
+        "differing": params.differing,
+        "undo_txn_id": params.undo_txn_id,
+    }
+    if params.decide_seconds is not None:
+        options["decide_seconds"] = params.decide_seconds
+    plan = await coordinator.plan_undo(params.txn_id, **options)
+    wire = plan.to_wire()
+    if params.dry_run:
+        return {"plan": wire}, None
+    task = await coordinator.begin(plan)
+    state = await coordinator.log.store.call(coordinator.state, plan.txn_id)
+    return {"txnId": plan.txn_id, "state": state.value, "plan": wire}, task

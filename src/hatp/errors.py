@@ -25,6 +25,7 @@ MCP JSON-RPC error.
     ├── NotReplaceable         NOT_REPLACEABLE     (data.state: the hold was not lost)
     ├── RenewalDeclined        RENEWAL_DECLINED    (data.reason: the provider's; the lease stands)
     ├── UndoInvalid            UNDO_INVALID
+    ├── UndoRefused            UNDO_REFUSED        (data.reason: a key of UNDO_REASONS)
     ├── Unavailable            UNAVAILABLE         (no definite answer now: retry; never a "no")
     │   ├── ParticipantUnavailable PARTICIPANT_UNAVAILABLE
     │   ├── StoreUnavailable       STORE_UNAVAILABLE
@@ -94,6 +95,7 @@ __all__ = [
     "PLAN_REASONS",
     "QUESTION_REASONS",
     "SIGNATURE_REASON_RULES",
+    "UNDO_REASONS",
     "AddressInvalid",
     "AnswerInvalid",
     "AskInvalid",
@@ -120,6 +122,7 @@ __all__ = [
     "TransactionUnknown",
     "Unavailable",
     "UndoInvalid",
+    "UndoRefused",
     "VersionUnsupported",
     "error_from_dict",
 ]
@@ -299,6 +302,9 @@ PLAN_REASONS: dict[str, str] = {
     "RECOVERY_INCOMPLETE": "a consented off-session re-authorization names its cap and mandate",
     "PASSKEY": 'a group\'s requirement.passkey is true, false or {"above": amount}',
     "PREVIEW_MODE": "a plan that requires effect previews cannot run parallel",
+    "UNDO_ONLY": "an operation that takes back a committed step runs only in an undo plan",
+    "UNDO_SHAPE": "an undo plan's branches each take back one step of the original it "
+    "references; no other plan's branch undoes anything",
 }
 
 
@@ -365,6 +371,32 @@ class UndoInvalid(HatpError):
     """A compensate request carried an undo token this branch never issued."""
 
     code = "UNDO_INVALID"
+
+
+#: Every ``UNDO_REFUSED`` reason: why no undo plan was built or begun [UNDO-REFUSE].
+UNDO_REASONS: dict[str, str] = {
+    "NOT_COMMITTED": "only a committed transaction's steps can be taken back",
+    "NOTHING_TO_UNDO": "no step asked for can be taken back (each is not undoable, lapsed, "
+    "or already undone)",
+    "UNKNOWN_STEP": "a step asked for is not a committed step of the transaction",
+    "NOT_UNDOABLE": "a step asked for cannot be taken back (its commit receipt says why)",
+    "UNDO_LAPSED": "a step's undo offer lapsed at its undoBy",
+    "ALREADY_UNDONE": "a step was taken back before, by a committed undo transaction",
+    "UNDO_PENDING": "another undo transaction, still running, is taking the step back",
+    "ORIGINAL_CHANGED": "the original record's head is not the one the undo plan was built from",
+    "REFERENCE_INVALID": "the plan's undoes reference is not signed by this coordinator, or "
+    "a branch does not match the step's signed undo offer",
+    "NO_DIFFERENCE": "no step of the transaction committed other than its approved preview",
+    "NO_APPROVER": "the original needed no approval and the undo names no approval group: "
+    "an undo is never automatic",
+}
+
+
+class UndoRefused(_Reasoned, HatpError):
+    """An undo was refused before anything was begun (``data.reason``: a key of
+    :data:`UNDO_REASONS`; ``data.txnId``, and ``data.branchId`` when one step is why)."""
+
+    code = "UNDO_REFUSED"
 
 
 class Unavailable(HatpError):

@@ -27,6 +27,7 @@ EXPECTED = {
     "holds-first": ("committed", "txn.terms"),
     "late-answer": ("needs-recovery", "txn.recovery-offered"),
     "price-changed": ("committed", "txn.effect"),
+    "undo": ("committed", "txn.committed"),
 }
 
 

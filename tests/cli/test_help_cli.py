@@ -24,6 +24,7 @@ COMMANDS = [
     ["txn", "status"],
     ["txn", "record"],
     ["txn", "list"],
+    ["txn", "undo"],
     [],
 ]
 

@@ -498,6 +498,7 @@ def api(serve: Any) -> Iterator[Api]:
                 Call("GET", txn, id="trip-fuzz-2"),
                 Call("GET", txn + "/record", id="trip-fuzz-2"),
                 Call("POST", txn + "/lock", {"owner": "ops/ann", "seconds": 60}, "trip-fuzz-2"),
+                Call("POST", txn + "/undo", {"dryRun": True, "steps": ["calendar"]}, "trip-fuzz-2"),
                 Call(
                     "POST",
                     txn + "/lock/renew",

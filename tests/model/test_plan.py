@@ -243,6 +243,12 @@ CASES: list[tuple[str, str, Callable[[dict[str, Any]], object], str]] = [
         lambda d: d.update(mode="holds-first", previews={"minimum": {"instant": "exact"}}),
         "/previews/minimum/instant/[key]",
     ),
+    (
+        "UNDO-PLAN",
+        "UNDO_SHAPE",
+        lambda d: d["branches"][0].update(undoes={"txnId": "trip-0", "branchId": "seat"}),
+        "/branches/0/undoes",
+    ),
     ("PLAN-SHAPE", "SHAPE", lambda d: d.pop("deadlines"), "/deadlines"),
     ("PLAN-SHAPE", "SHAPE", lambda d: d.update(total="730"), "/total"),
     ("PLAN-SHAPE", "SHAPE", lambda d: d.update(initiator="human://acme.com/eve"), "/initiator"),
@@ -261,7 +267,7 @@ def test_a_plan_breaking_a_rule_is_refused_with_its_reason_and_where(
     rule: str, reason: str, edit: Callable[[dict[str, Any]], object], where: str
 ) -> None:
     """[PLAN-FINAL] [PLAN-DECIMAL] [PLAN-NEGATIVE] [PLAN-TOLERANCE] [PLAN-TIER]
-    [PLAN-BRANCH-ID] [PLAN-SETTLES] [PLAN-MODE] [PLAN-RECOVERY] [PLAN-SHAPE]"""
+    [PLAN-BRANCH-ID] [PLAN-SETTLES] [PLAN-MODE] [PLAN-RECOVERY] [PLAN-SHAPE] [UNDO-PLAN]"""
     error = _refusal(edit)
     assert error.code == "PLAN_INVALID"
     assert error.reason == reason, error.message
@@ -299,7 +305,8 @@ def test_the_mode_escalation_and_recovery_are_part_of_what_is_signed() -> None:
 
 
 def test_every_reason_but_the_participants_own_has_a_case_here() -> None:
-    checked_elsewhere = {"UNKNOWN_PARTICIPANT", "UNKNOWN_OPERATION", "TIER_MISMATCH"}
+    # The participant's own, and the undo plan's (tests/coordinator/test_undo.py).
+    checked_elsewhere = {"UNKNOWN_PARTICIPANT", "UNKNOWN_OPERATION", "TIER_MISMATCH", "UNDO_ONLY"}
     assert {c[1] for c in CASES} | checked_elsewhere == set(PLAN_REASONS)
 
 

@@ -9,6 +9,7 @@ def test_exported_members_exist_and_nothing_else_is_public() -> None:
     names = set(hatp.participant.__all__)
     assert names == {
         "Committed",
+        "NotUndoable",
         "Operation",
         "Participant",
         "ParticipantServer",
@@ -16,6 +17,8 @@ def test_exported_members_exist_and_nothing_else_is_public() -> None:
         "Quoted",
         "Refuse",
         "Relay",
+        "Undo",
+        "Undoing",
         "Work",
         "change",
         "no_preview",

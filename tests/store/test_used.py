@@ -95,13 +95,15 @@ def test_a_database_made_before_the_table_gets_it_from_db_upgrade_STORE_USED_ONC
             conn.exec_driver_sql("DROP TABLE hatp_used_approval")
             conn.exec_driver_sql("DROP TABLE hatp_gate_ask")  # nor later revisions' tables
             conn.exec_driver_sql("DROP TABLE hatp_outbox")
+            conn.exec_driver_sql("DROP TABLE hatp_undo_claim")
+            conn.exec_driver_sql("ALTER TABLE hatp_branch DROP COLUMN undone_by")
             conn.exec_driver_sql("DROP TABLE hatp_schema_version")
     finally:
         older.close()
     with pytest.raises(SchemaMismatch) as refused:
         open_store(store_url)
     assert refused.value.reason == "PARTIAL"
-    assert upgrade_store(store_url).after == "0003"
+    assert upgrade_store(store_url).after == "0004"
     opened = open_store(store_url)
     try:
         used = UsedApprovals(opened)

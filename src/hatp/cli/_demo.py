@@ -270,9 +270,8 @@ def _trip(name: str, folder: Path, auto: bool) -> None:
 
 
 def _show(run: DemoRun) -> bool:
-    from hatp.cli._timeline import print_timeline, short
+    from hatp.cli._timeline import print_timeline
     from hatp.cli._verify import print_report
-    from hatp.clock import format_time
     from hatp.evidence import verify_record
     from hatp.model import TxnState
 
@@ -281,28 +280,21 @@ def _show(run: DemoRun) -> bool:
         err.print(f"  [yellow]note[/] {escape(note)}")
     print_timeline(run.record, err.console)
     err.rule("Each participant's ledger")
-    effects = run.world.effects(run.outcome.txn_id)
-    for participant_id in run.world.participant_ids:
-        lines = [x for x in run.world.ledger(participant_id) if x.txn_id == run.outcome.txn_id]
-        err.print(f"  [bold]{short(participant_id)}[/] — effect: {effects[participant_id]}")
-        for line in lines:
-            err.print(
-                f"      {format_time(line.time)[11:23]}  {line.kind:<11} {escape(line.detail)}",
-                soft_wrap=True,
-            )
-        if not lines:
-            err.print("      (nothing)")
+    effects = _print_ledgers(run.world, run.outcome.txn_id)
     _write(run.folder / "record.json", run.record)
     _write(run.folder / "keyring.json", run.world.keyring.to_json())
     err.rule("Offline verification")
     report = verify_record(run.record, run.world.keyring)
     print_report(report, err.console)
     state = run.outcome.state.value.upper()
-    all_or_none = all(e in ("whole", "none") for e in effects.values())
-    err.print(
-        f"outcome [bold]{state}[/]; every ledger shows "
-        + ("the whole effect or none" if all_or_none else "[red]a partial effect[/]")
-    )
+    undone = run.undo is not None and run.undo.outcome.state is TxnState.COMMITTED
+    if undone:  # the trip committed whole, and the undo took all of it back
+        all_or_none = all(e == "undone" for e in effects.values())
+        shows = "the trip taken back" if all_or_none else "[red]a partial undo[/]"
+    else:
+        all_or_none = all(e in ("whole", "none") for e in effects.values())
+        shows = "the whole effect or none" if all_or_none else "[red]a partial effect[/]"
+    err.print(f"outcome [bold]{state}[/]; every ledger shows {shows}")
     if run.outcome.state is TxnState.NEEDS_RECOVERY:
         err.print(
             "[yellow]not whole[/]: the final step ran after holds lapsed; they were released, "
@@ -314,7 +306,77 @@ def _show(run: DemoRun) -> bool:
         f"--keys {run.folder / 'keyring.json'}",
         markup=False,
     )
-    return report.ok and all_or_none
+    ok = report.ok and all_or_none
+    if run.undo is not None:
+        ok = _show_undo(run) and ok
+    return ok
+
+
+def _print_ledgers(world: TripWorld, txn_id: str) -> dict[str, str]:
+    """Print each participant's ledger lines for ``txn_id`` and its effect; return those."""
+    from hatp.cli._timeline import short
+    from hatp.clock import format_time
+
+    effects = world.effects(txn_id)
+    for participant_id in world.participant_ids:
+        lines = [x for x in world.ledger(participant_id) if x.txn_id == txn_id]
+        err.print(f"  [bold]{short(participant_id)}[/] — effect: {effects[participant_id]}")
+        for line in lines:
+            err.print(
+                f"      {format_time(line.time)[11:23]}  {line.kind:<11} {escape(line.detail)}",
+                soft_wrap=True,
+            )
+        if not lines:
+            err.print("      (nothing under this id)")
+    return effects
+
+
+def _show_undo(run: DemoRun) -> bool:
+    """Show the trip's undo: its plan as people saw it, its timeline, the ledgers, and the
+    offline checks of its record and of its link to the trip's; return whether all hold."""
+    from hatp.cli._timeline import print_timeline
+    from hatp.cli._verify import print_report
+    from hatp.evidence import verify_record
+    from hatp.model import Result
+
+    undo = run.undo
+    assert undo is not None  # callers check
+    err.rule("The undo plan (what bob was shown before he approved it)")
+    for line in undo.shown:
+        err.print(f"  {line}", soft_wrap=True, markup=False, highlight=False)
+    err.rule("Undo timeline (from its own signed Transaction Record)")
+    print_timeline(undo.record, err.console)
+    err.rule("Each participant's ledger, for the undo")
+    effects = _print_ledgers(run.world, undo.outcome.txn_id)
+    err.print(
+        "  (the calendar's event is removed by hatp.compensate with the trip's undo token: "
+        "its line is the trip's, above)",
+        soft_wrap=True,
+    )
+    _write(run.folder / "undo-record.json", undo.record)
+    err.rule("Offline verification of the undo, and of its link to the trip")
+    report = verify_record(undo.record, run.world.keyring)
+    print_report(report, err.console)
+    # verify_undo verifies both records again, then the undo rules: show those rules,
+    # and anything of the rest that does not pass.
+    err.print("[bold]the link[/]: the undo record checked against the trip's (verify_undo)")
+    link = undo.link
+    shown = [f for f in link.findings if f.rule.startswith("UNDO-") or f.result is not Result.PASS]
+    print_report(link.model_copy(update={"findings": shown}), err.console)
+    state = undo.outcome.state.value.upper()
+    all_or_none = all(e in ("whole", "none") for e in effects.values())
+    err.print(
+        f"undo outcome [bold]{state}[/]; every ledger shows "
+        + ("the whole effect or none" if all_or_none else "[red]a partial effect[/]")
+    )
+    err.print(f"wrote {run.folder / 'undo-record.json'}", markup=False)
+    err.print(
+        f"check the link yourself: hatp verify {run.folder / 'undo-record.json'} "
+        f"--keys {run.folder / 'keyring.json'} --original {run.folder / 'record.json'}",
+        markup=False,
+        soft_wrap=True,
+    )
+    return report.ok and link.ok and all_or_none
 
 
 def _mcp(folder: Path, auto: bool) -> None:

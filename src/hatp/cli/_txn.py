@@ -1,11 +1,12 @@
-"""``hatp txn submit|status|record|list``: transactions at a running ``hatp serve``.
+"""``hatp txn submit|status|record|list|undo``: transactions at a running ``hatp serve``.
 
 A thin caller of the coordinator's JSON API (docs/spec.md §25) through
 :class:`hatp.http.CoordinatorClient`. The bearer token comes from
 ``--token-file`` or ``HATP_TOKEN``, never from a command-line argument (which
 would land in the shell's history and in ``ps``). Every refusal of the server
 is printed as its code and message, exit 2; so is a server that does not answer
-(``PEER_UNAVAILABLE``, naming the URL).
+(``PEER_UNAVAILABLE``, naming the URL). ``hatp txn undo`` prints a refusal's
+``data.reason`` too (``UNDO_REFUSED``: why nothing is taken back).
 """
 
 from __future__ import annotations
@@ -15,14 +16,23 @@ import json
 import logging
 import os
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
+from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
-from hatp.cli._app import HatpCommand, HatpGroup, app, err, reports_errors
-from hatp.errors import ConfigInvalid
+from hatp.cli._app import (
+    EXIT_UNUSABLE,
+    HatpCommand,
+    HatpGroup,
+    app,
+    err,
+    escape,
+    reports_errors,
+)
+from hatp.errors import ConfigInvalid, HatpError
 
 if TYPE_CHECKING:
     from hatp.http import CoordinatorClient
@@ -39,7 +49,7 @@ TOKEN_ENV = "HATP_TOKEN"
 _TOKEN = re.compile(r"^[A-Za-z0-9_\-]{16,512}$")
 
 txn_app = typer.Typer(
-    help="Submit plans to a running hatp serve, follow them, fetch their records.",
+    help="Submit plans to a running hatp serve, follow them, fetch their records, undo them.",
     no_args_is_help=True,
     rich_markup_mode=None,
     cls=HatpGroup,
@@ -164,6 +174,154 @@ def list_txns(
             f"{row.get('createdAt')}"
         )
     err.print(f"{len(found)} transaction(s)")
+
+
+@txn_app.command("undo", epilog=_EPILOG, cls=HatpCommand)
+@reports_errors
+def undo(
+    txn: Annotated[str, typer.Argument(help="The committed transaction's txnId.")],
+    server: Server,
+    token_file: TokenFile = None,
+    steps: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--step",
+            metavar="<branch>",
+            help="Only this step (a branchId); give it again for more. Default: every step "
+            "that can be undone.",
+            show_default=False,
+        ),
+    ] = None,
+    differing: Annotated[
+        bool,
+        typer.Option(
+            "--differing", help="Only the steps that committed other than their approved preview."
+        ),
+    ] = False,
+    decide_in: Annotated[
+        float | None,
+        typer.Option(
+            "--decide-in",
+            metavar="<seconds>",
+            help="Seconds people have to approve the undo.",
+            show_default="1800",
+        ),
+    ] = None,
+    dry_run: Annotated[
+        bool,
+        typer.Option(
+            "--dry-run", help="Print the undo plan (its costs, what it keeps); begin nothing."
+        ),
+    ] = False,
+    as_json: AsJson = False,
+) -> None:
+    """Take a committed transaction's steps back, with fresh consent.
+
+    The server builds the undo plan from what each step offered when it
+    committed: the steps that can be undone, last done first, each at its
+    signed fee or refund; every other step kept, and why. --dry-run prints
+    it. Otherwise it begins as a transaction of its own, which people approve
+    before anything is taken back (then all of it is, or none); this prints
+    its txnId and state: follow it with hatp txn status.
+    """
+    options: dict[str, Any] = {
+        "steps": steps or None,
+        "differing": differing,
+        "decide_seconds": decide_in,
+    }
+    if dry_run:
+        plan = _reasoned(lambda: _call(server, token_file, lambda c: c.plan_undo(txn, **options)))
+        if as_json:
+            typer.echo(json.dumps({"plan": plan}, indent=2, ensure_ascii=False))
+            return
+        typer.echo("\n".join(_undo_plan_lines(plan)))
+        again = [f"--step {step}" for step in steps or ()]
+        again += ["--differing"] if differing else []
+        again += [] if decide_in is None else [f"--decide-in {decide_in:g}"]
+        err.print(
+            f"a dry run: nothing was begun; begin it: hatp txn undo {txn} --server {server}"
+            + "".join(f" {flag}" for flag in again),
+            soft_wrap=True,
+            markup=False,
+        )
+        return
+    begun = _reasoned(lambda: _call(server, token_file, lambda c: c.undo(txn, **options)))
+    _print(begun, as_json, f"{begun.get('txnId')}\t{begun.get('state')}")
+    if not as_json:
+        taken = [str(b.get("branchId")) for b in (begun.get("plan") or {}).get("branches") or ()]
+        err.print(
+            f"undo of {txn} begun, taking back {', '.join(taken)}; nothing is taken back until "
+            f"people approve it: follow it with hatp txn status {begun.get('txnId')} "
+            f"--server {server}",
+            soft_wrap=True,
+            markup=False,
+        )
+
+
+def _undo_plan_lines(plan: Mapping[str, Any]) -> list[str]:
+    """An undo plan for a person: each step it takes back, in order, with its operation and
+    its fee or refund; each step it keeps as it is, and why; who approves it, by when."""
+    undoes = plan.get("undoes") or {}
+    branches = list(plan.get("branches") or ())
+    kept = list(undoes.get("kept") or ())
+    lines = [
+        f"undo plan {plan.get('txnId')} for {undoes.get('txnId')}: "
+        f"{len(branches)} step(s) to take back, {len(kept)} kept",
+        "take back, in this order:",
+    ]
+    for branch in branches:
+        fee, refund = _fee_and_refund(branch)
+        lines.append(
+            f"  {branch.get('branchId')}: {branch.get('operation')} at "
+            f"{branch.get('participant')} ({branch.get('tier')}); fee {fee}"
+            + ("" if refund is None else f"; refund {refund}")
+        )
+    lines.append("kept as they are (not undone):" if kept else "kept as they are: none")
+    lines += [f"  {step.get('branchId')}: {step.get('reason')}" for step in kept]
+    decide_by = (plan.get("deadlines") or {}).get("decideBy")
+    lines += [
+        f"approved by: {group.get('address')} ({group.get('groupId')}), by {decide_by}"
+        for group in plan.get("approvals") or ()
+    ]
+    return lines
+
+
+def _fee_and_refund(branch: Mapping[str, Any]) -> tuple[str, str | None]:
+    """A step's fee and the refund it pays back, as text. The branch's amount is its fee,
+    or, when it refunds (``args.refund``, the net refund), that refund plus its fee."""
+    amount = branch.get("amount")
+    refund = (branch.get("args") or {}).get("refund")
+    refund_text = _money(refund) if isinstance(refund, dict) else None
+    if not isinstance(amount, dict):
+        return "none", refund_text
+    if not isinstance(refund, dict) or refund.get("currency") != amount.get("currency"):
+        return _money(amount), refund_text
+    try:
+        fee = Decimal(str(amount.get("value"))) - Decimal(str(refund.get("value")))
+    except InvalidOperation:
+        return f"{_money(amount)} less the refund", refund_text
+    return (_money({**amount, "value": str(fee)}) if fee else "none"), refund_text
+
+
+def _money(amount: Mapping[str, Any]) -> str:
+    return f"{amount.get('value')} {amount.get('currency')}"
+
+
+def _reasoned(work: Callable[[], T]) -> T:
+    """``work()``; a refusal that names its reason (``data.reason``: an ``UNDO_REFUSED``'s
+    why, and the step) is printed with it, exit 2 (others as every command prints them)."""
+    try:
+        return work()
+    except HatpError as exc:
+        reason = exc.data.get("reason")
+        if not isinstance(reason, str):
+            raise
+        step = exc.data.get("branchId")
+        where = f" (step {step})" if isinstance(step, str) else ""
+        err.print(
+            f"[bold red]error[/] {exc.code}: {escape(reason)}{escape(where)}: {escape(exc.message)}"
+        )
+        raise typer.Exit(EXIT_UNUSABLE) from None
 
 
 def _print(answer: dict[str, Any], as_json: bool, line: str) -> None:

@@ -1,5 +1,5 @@
-"""``hatp verify`` and ``hatp verify-call``: check a record, or a tool-call approval,
-offline against a keyring."""
+"""``hatp verify`` and ``hatp verify-call``: check a record (or an undo record with its
+original), or a tool-call approval, offline against a keyring."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from hatp.cli._app import HatpCommand, app, escape, reports_errors
-from hatp.errors import ApprovalInvalid, InvalidJson
+from hatp.errors import ApprovalInvalid, ConfigInvalid, InvalidJson
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -23,10 +23,26 @@ if TYPE_CHECKING:
 @app.command("verify", cls=HatpCommand)
 @reports_errors
 def verify_command(
-    record: Annotated[Path, typer.Argument(help="Transaction Record (JSON).")],
+    records: Annotated[
+        list[Path],
+        typer.Argument(
+            help="Transaction Record (JSON); with --original, an undo record and any further "
+            "undo records of the same original.",
+            metavar="RECORD...",
+            show_default=False,
+        ),
+    ],
     keys: Annotated[Path, typer.Option("--keys", help="Keyring (JSON) of trusted public keys.")],
+    original: Annotated[
+        Path | None,
+        typer.Option(
+            "--original",
+            help="The record the (first) undo record takes back: check the undo rules against it.",
+        ),
+    ] = None,
     head: Annotated[
-        str | None, typer.Option("--head", help="Expected head digest, if known.")
+        str | None,
+        typer.Option("--head", help="Expected head digest (of the first record), if known."),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the findings as JSON.")] = False,
 ) -> None:
@@ -34,15 +50,35 @@ def verify_command(
 
     Every signature is checked at the time of its event; with a keyring from a key
     set (keys with periods), a table of the signatures, each with its key's period
-    and status, follows the findings. Exit 0 when every rule passes; 1 when any
+    and status, follows the findings. With --original, the first record is an undo
+    record: it, the original and each further undo record given are verified, and
+    then the undo rules: its signed link to the original, the steps it takes back,
+    and that no step is taken back twice. Exit 0 when every rule passes; 1 when any
     rule fails or could not be checked (absent); 2 when the input is unusable.
     """
     from rich.console import Console
 
-    from hatp.evidence import Keyring, load_record, verify_record
+    from hatp.evidence import Keyring, load_record, verify_record, verify_undo
 
+    if len(records) > 1 and original is None:
+        raise ConfigInvalid(
+            f"{len(records)} records given without --original: several records are an undo "
+            "record and further undo records of one original; name it with --original "
+            "ORIGINAL.json (or verify one record at a time)",
+            key="original",
+        )
     keyring = Keyring.load(keys)
-    report = verify_record(load_record(record), keyring, expected_head=head)
+    first = load_record(records[0])
+    if original is None:
+        report = verify_record(first, keyring, expected_head=head)
+    else:
+        report = verify_undo(
+            first,
+            load_record(original),
+            keyring,
+            others=[load_record(path) for path in records[1:]],
+            expected_head=head,
+        )
     if as_json:
         typer.echo(json.dumps(report.to_wire(), indent=2))
     else:

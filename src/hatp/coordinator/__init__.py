@@ -11,7 +11,7 @@ served process keeps doing so in the background (:class:`Recovery`).
 
 from hatp.coordinator._coordinator import Coordinator, Outcome
 from hatp.coordinator._gateway import ApprovalRequest, Gateway, GatewayRoutes, gateway_for
-from hatp.coordinator._observer import EffectObserver, TxnObserver
+from hatp.coordinator._observer import EffectObserver, TxnObserver, UndoObserver
 from hatp.coordinator._recovery import Recovery, RecoveryStats
 
 __all__ = [
@@ -24,5 +24,6 @@ __all__ = [
     "Recovery",
     "RecoveryStats",
     "TxnObserver",
+    "UndoObserver",
     "gateway_for",
 ]

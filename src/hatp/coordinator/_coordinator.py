@@ -25,7 +25,7 @@ import logging
 import os
 import socket
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -35,13 +35,15 @@ from hatp.clock import Clock
 from hatp.coordinator._escalation import Escalator
 from hatp.coordinator._gateway import Gateway, every_gateway
 from hatp.coordinator._holds import HoldKeeper
-from hatp.coordinator._observer import TxnObserver, tell, tell_effects
+from hatp.coordinator._observer import TxnObserver, tell, tell_effects, tell_undo
 from hatp.coordinator._phase1 import Phase1
 from hatp.coordinator._phase2 import Phase2
 from hatp.coordinator._txn import TxnRun
-from hatp.errors import PlanInvalid, StaleFence, StoreUnavailable
+from hatp.coordinator._undo import DEFAULT_DECIDE_SECONDS, UndoPlanner
+from hatp.errors import PlanInvalid, StaleFence, StoreUnavailable, UndoRefused
 from hatp.evidence import Keyring, RecordWriter, SigningKey, digest
 from hatp.model import (
+    ApprovalGroup,
     Decision,
     Plan,
     TxnEvent,
@@ -49,7 +51,7 @@ from hatp.model import (
     parse_plan,
 )
 from hatp.participant import Participant
-from hatp.store import DecisionLog
+from hatp.store import DecisionLog, UndoClaim
 
 __all__ = ["Coordinator", "Outcome"]
 
@@ -152,6 +154,9 @@ class Coordinator:
         self._clock = clock
         self._lease = lease_seconds
         self._observers: list[TxnObserver] = []
+        self._undo = UndoPlanner(
+            coordinator_id=coordinator_id, key=key, keyring=keyring, log=log, clock=clock
+        )
         self._holds = HoldKeeper(
             key=key,
             participants=self._participants,
@@ -206,7 +211,9 @@ class Coordinator:
 
     def observe(self, observer: TxnObserver) -> None:
         """Tell ``observer`` of every change of state this coordinator writes from now on
-        (begun, decided, ended or left open), once it is durable in the log."""
+        (begun, decided, ended or left open), once it is durable in the log; and, if it
+        is an :class:`EffectObserver` or an :class:`UndoObserver`, of each step's effect
+        verdict and of each undo asked."""
         self._observers.append(observer)
 
     async def run(self, plan: Plan | Mapping[str, Any]) -> Outcome:
@@ -215,6 +222,8 @@ class Coordinator:
         Raises:
             PlanInvalid: the plan breaks a rule, or names a participant this
                 coordinator cannot reach (``UNKNOWN_PARTICIPANT``); nothing was logged.
+            UndoRefused: an undo plan that fails [UNDO-CHECK], or whose steps another
+                undo holds [UNDO-CLAIM]; nothing was logged.
             VersionUnsupported: the plan names an unknown protocol version.
             OutcomeConflict: a transaction with this id is already in the log.
             StoreUnavailable: the log could not take the plan; nothing was begun.
@@ -235,6 +244,91 @@ class Coordinator:
         run = await self._create(plan)
         return asyncio.get_running_loop().create_task(self._drive(run))
 
+    async def plan_undo(
+        self,
+        txn_id: str,
+        *,
+        steps: Sequence[str] | None = None,
+        differing: bool = False,
+        undo_txn_id: str | None = None,
+        initiator: str | None = None,
+        decide_seconds: float = DEFAULT_DECIDE_SECONDS,
+        approvals: Sequence[ApprovalGroup] | None = None,
+    ) -> Plan:
+        """Build, and do not begin, the plan that takes back a committed transaction's
+        steps, from the journal of what each step offered (docs/spec.md §28 [UNDO-PLAN]).
+
+        Its ``undoes`` is this coordinator's signed reference to the original record's
+        head, with each step it leaves and why; each branch names the step it undoes,
+        with the cost its participant signed. Show it to people; :meth:`run` or
+        :meth:`begin` it (or call :meth:`undo`) and it is approved like any plan.
+
+        Raises:
+            TransactionUnknown: no such transaction in the log.
+            UndoRefused: the steps cannot be taken back (``data.reason``); nothing was written.
+            StoreUnavailable: the log could not be read.
+        """
+        build = functools.partial(
+            self._undo.build,
+            txn_id,
+            steps=steps,
+            differing=differing,
+            undo_txn_id=undo_txn_id,
+            initiator=initiator,
+            decide_seconds=decide_seconds,
+            approvals=approvals,
+        )
+        try:
+            plan = await self._log.store.call(build)
+        except UndoRefused as refused:
+            self._refused_undo(refused)
+            raise
+        tell_undo(self._observers, txn_id, None)
+        _log.info(
+            "undo plan %s built for txn %s: takes back %s",
+            plan.txn_id,
+            txn_id,
+            ", ".join(b.branch_id for b in plan.branches),
+            extra={"txnId": txn_id},
+        )
+        return plan
+
+    async def undo(
+        self,
+        txn_id: str,
+        *,
+        steps: Sequence[str] | None = None,
+        differing: bool = False,
+        undo_txn_id: str | None = None,
+        initiator: str | None = None,
+        decide_seconds: float = DEFAULT_DECIDE_SECONDS,
+        approvals: Sequence[ApprovalGroup] | None = None,
+    ) -> asyncio.Task[Outcome]:
+        """Build the undo plan of a committed transaction (:meth:`plan_undo`) and begin it
+        as a transaction of its own: nothing is taken back until people approve it and
+        every branch votes yes; then all of it is, or none [UNDO-RUN].
+
+        Raises:
+            TransactionUnknown, UndoRefused, StoreUnavailable: as :meth:`plan_undo` and
+                :meth:`begin`; nothing was begun.
+        """
+        plan = await self.plan_undo(
+            txn_id,
+            steps=steps,
+            differing=differing,
+            undo_txn_id=undo_txn_id,
+            initiator=initiator,
+            decide_seconds=decide_seconds,
+            approvals=approvals,
+        )
+        return await self.begin(plan)
+
+    def undo_claims(self, txn_id: str) -> dict[str, UndoClaim]:
+        """Return the journal's claims on the steps of ``txn_id``: which undo transaction
+        takes back each step, and where it stands (this reads the store: from async code,
+        call it through ``log.store.call``)."""
+        return self._log.undo_claims(txn_id)
+
     def state(self, txn_id: str) -> TxnState:
         """Return where the transaction stands in the log now (this reads the store:
         from async code, call it through ``log.store.call``).
@@ -248,6 +342,13 @@ class Coordinator:
     async def _create(self, plan: Plan | Mapping[str, Any]) -> TxnRun:
         parsed = parse_plan(plan)
         self._check_reachable(parsed)
+        claims = None
+        if parsed.undoes is not None:  # [UNDO-CHECK], then claimed as it is logged
+            try:
+                claims = await self._log.store.call(self._undo.check, parsed)
+            except UndoRefused as refused:
+                self._refused_undo(refused)
+                raise
         wire = parsed.to_wire()
         plan_digest = digest(wire)
         writer = RecordWriter(parsed.txn_id, self._clock)
@@ -261,16 +362,21 @@ class Coordinator:
             },
             self._key,
         )
-        fence = await self._log.store.call(
-            self._log.create,
-            parsed.txn_id,
-            wire,
-            plan_digest,
-            self.owner,
-            self._clock.now(),
-            self._lease,
-            writer.events(),
-        )
+        try:
+            fence = await self._log.store.call(
+                self._log.create,
+                parsed.txn_id,
+                wire,
+                plan_digest,
+                self.owner,
+                self._clock.now(),
+                self._lease,
+                writer.events(),
+                claims,
+            )
+        except UndoRefused as refused:  # another undo holds a step [UNDO-CLAIM]
+            self._refused_undo(refused)
+            raise
         fault_point("log.planned")
         _log.info(
             "txn %s begun by %s (fence %d)",
@@ -365,6 +471,18 @@ class Coordinator:
             StoreUnavailable: the log could not be read.
         """
         return self._log.record(txn_id)
+
+    def _refused_undo(self, refused: UndoRefused) -> None:
+        """Log an undo refusal and tell the observers [UNDO-REFUSE]."""
+        txn_id = str(refused.data.get("txnId"))
+        _log.warning(
+            "undo of txn %s refused (%s): %s",
+            txn_id,
+            refused.reason,
+            refused.message,
+            extra={"txnId": txn_id},
+        )
+        tell_undo(self._observers, txn_id, refused.reason)
 
     def _check_reachable(self, plan: Plan) -> None:
         for index, branch in enumerate(plan.branches):

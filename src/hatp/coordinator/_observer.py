@@ -16,7 +16,7 @@ from typing import Protocol, runtime_checkable
 
 from hatp.model import EffectVerdict, TxnState
 
-__all__ = ["EffectObserver", "TxnObserver", "tell", "tell_effects"]
+__all__ = ["EffectObserver", "TxnObserver", "UndoObserver", "tell", "tell_effects", "tell_undo"]
 
 _log = logging.getLogger(__name__)
 
@@ -60,6 +60,24 @@ def tell_effects(
                 f"the effect of {branch_id}",
                 partial(observer.effect_judged, txn_id, branch_id, verdict),
             )
+
+
+@runtime_checkable
+class UndoObserver(Protocol):
+    """Also told of each undo asked of this coordinator (§28): planned, or refused and why
+    (an observer may implement this as well as :class:`TxnObserver`)."""
+
+    def undo_asked(self, txn_id: str, refused: str | None) -> None:
+        """An undo of ``txn_id`` was planned (``refused`` ``None``) or refused with the
+        ``UNDO_REFUSED`` reason ``refused``."""
+
+
+def tell_undo(observers: Iterable[TxnObserver], txn_id: str, refused: str | None) -> None:
+    """Tell every observer that is an :class:`UndoObserver`; one that raises is logged and
+    skipped."""
+    for observer in observers:
+        if isinstance(observer, UndoObserver):
+            _safely(txn_id, observer, "an undo", partial(observer.undo_asked, txn_id, refused))
 
 
 def _safely(txn_id: str, observer: object, what: str, tell_one: Callable[[], None]) -> None:

@@ -406,6 +406,16 @@ class Phase2:
         differs = effects_differ(run)
         if differs and _checks.is_on("COORD-EFFECT"):
             body["effectDiffers"] = differs  # a distinct flag: what was approved is not what ran
+            if state is TxnState.COMMITTED:
+                # Offered, never done: an undo of those steps needs its own approval [UNDO-PLAN].
+                _log.warning(
+                    "txn %s: %s committed other than approved; an undo of just those steps "
+                    "can be planned and approved (hatp txn undo %s --differing)",
+                    run.txn_id,
+                    ", ".join(differs),
+                    run.txn_id,
+                    extra={"txnId": run.txn_id},
+                )
         if run.held and state is TxnState.ABORTED:
             # Not aborted cleanly: say so, naming what is still held [COORD-SETTLE].
             state = TxnState.NEEDS_ATTENTION

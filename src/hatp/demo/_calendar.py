@@ -3,6 +3,14 @@
 Each owner's calendar has a version, bumped by every change. Prepare is a dry
 run that reports the version it saw; commit is refused (by the participant
 SDK) if the calendar changed since.
+
+An added event is taken back later, in an undo transaction, by the SDK's own
+``hatp.compensate`` (the default undo terms: no fee, no end), which runs this
+operation's ``compensate`` with the step's undo token: the ``removed`` line is
+then written under the original transaction, as an in-transaction compensation's
+is. What tells the two apart is the SDK's branch row in this same store, which
+names the undo branch that took the step back (``undone_by``); the effect judge
+reads it (:func:`effect`).
 """
 
 from __future__ import annotations
@@ -21,15 +29,17 @@ from sqlalchemy import (
     Table,
     and_,
     bindparam,
+    column,
     delete,
     insert,
     select,
+    table,
 )
 from sqlalchemy.dialects import postgresql, sqlite
 
 from hatp.clock import parse_time
 from hatp.demo._ledger import Seed, Service, kinds, ledger_table, log, text_arg, write_line
-from hatp.model import Certainty, Change, EffectPreview, Preconditions, Tier
+from hatp.model import BranchState, Certainty, Change, EffectPreview, Preconditions, Tier
 from hatp.participant import (
     Committed,
     Operation,
@@ -63,6 +73,16 @@ events = Table(
     Column("ends", String(32), nullable=False),
 )
 ledger = ledger_table(metadata, "calendar")
+# The participant SDK's branch table (``hatp.store``'s ``hatp_branch``), as far as the
+# effect judge reads it: which of this participant's steps an undo branch took back.
+_sdk_branches = table(
+    "hatp_branch",
+    column("participant_id"),
+    column("txn_id"),
+    column("branch_id"),
+    column("state"),
+    column("undone_by"),
+)
 
 
 # Statements built once and run with parameters (SQLAlchemy's compiled cache
@@ -241,7 +261,17 @@ def seed(conn: Connection, stock: Seed) -> None:
 
 
 def effect(conn: Connection, txn_id: str) -> str:
-    """Judge what ``txn_id`` left on the calendars: ``whole``, ``none`` or ``broken: <why>``."""
+    """Judge what ``txn_id`` left on the calendars: ``whole``, ``none``, ``undone`` (added,
+    then removed by an undo transaction) or ``broken: <why>``; for an undo transaction,
+    ``whole`` once every event it took back is gone, ``none`` if it took back none."""
+    taken_back = _taken_back_by(conn, txn_id)
+    if taken_back:
+        for original, branch_id in taken_back:
+            if _present(conn, original, branch_id):
+                return f"broken: taken back, but the event of {original}/{branch_id} is there"
+            if kinds(conn, ledger, original)["removed"] != 1:
+                return f"broken: taken back, but the ledger never removed {original}'s event"
+        return "whole"
     seen = kinds(conn, ledger, txn_id)
     present = len(conn.execute(select(events.c.event_id).where(events.c.txn_id == txn_id)).all())
     added, removed = seen["added"], seen["removed"]
@@ -252,7 +282,39 @@ def effect(conn: Connection, txn_id: str) -> str:
     expected = added - removed
     if present != expected:
         return f"broken: the ledger leaves {expected} event(s) but the calendar shows {present}"
-    return "whole" if expected == 1 else "none"
+    if expected == 1:
+        return "whole"
+    return "undone" if removed and _undone(conn, txn_id) else "none"
 
 
-SERVICE = Service(PARTICIPANT, "calendar", metadata, ledger, AddEvent, seed, effect)
+def _undone(conn: Connection, txn_id: str) -> bool:
+    """Whether an undo branch took back a step of ``txn_id`` here."""
+    found = conn.execute(
+        select(_sdk_branches.c.branch_id).where(
+            _sdk_branches.c.participant_id == PARTICIPANT,
+            _sdk_branches.c.txn_id == txn_id,
+            _sdk_branches.c.state == BranchState.COMPENSATED.value,
+            _sdk_branches.c.undone_by.is_not(None),
+        )
+    ).first()
+    return found is not None
+
+
+def _taken_back_by(conn: Connection, txn_id: str) -> list[tuple[str, str]]:
+    """The steps here (txn id, branch id) that an undo branch of ``txn_id`` took back."""
+    rows = conn.execute(
+        select(_sdk_branches.c.txn_id, _sdk_branches.c.branch_id).where(
+            _sdk_branches.c.participant_id == PARTICIPANT,
+            _sdk_branches.c.state == BranchState.COMPENSATED.value,
+            _sdk_branches.c.undone_by.startswith(f"{txn_id}/", autoescape=True),
+        )
+    ).all()
+    return [(str(r.txn_id), str(r.branch_id)) for r in rows]
+
+
+def _present(conn: Connection, txn_id: str, branch_id: str) -> bool:
+    mine = {"k_txn_id": txn_id, "k_branch_id": branch_id}
+    return conn.execute(select(events.c.event_id).where(_MINE), mine).first() is not None
+
+
+SERVICE = Service(PARTICIPANT, "calendar", metadata, ledger, lambda: (AddEvent(),), seed, effect)

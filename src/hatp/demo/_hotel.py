@@ -1,4 +1,12 @@
-"""The hotel: ``hold_room`` holds a room for some nights, then books or releases it (tier hold)."""
+"""The hotel: ``hold_room`` holds a room for some nights, then books or releases it (tier hold).
+
+A booking can be cancelled within 3 days of booking (:data:`CANCEL_SECONDS`);
+the hotel keeps one night's rate as its fee. ``cancel_room``, the inverse of
+``hold_room``, runs only in an undo plan: its prepare holds the booking for
+cancellation (refused ``ORIGINAL_CHANGED`` when it is no longer booked as that
+step booked it), its commit gives the nights back and keeps the fee, its abort
+leaves the booking as it was (tier hold).
+"""
 
 from __future__ import annotations
 
@@ -23,21 +31,31 @@ from sqlalchemy import (
 from hatp.demo._ledger import (
     Seed,
     Service,
+    cancellation_effect,
+    cancellations_table,
+    cancelled_step,
     held_cost,
+    hold_cancellation,
     kinds,
     ledger_table,
     log,
     money,
+    offer_seconds,
+    pending_cancellation,
+    settle_cancellation,
     text_arg,
+    undoing,
 )
 from hatp.errors import OutcomeConflict
 from hatp.model import Amount, Certainty, Change, Tier
 from hatp.participant import (
     Committed,
+    NotUndoable,
     Operation,
     Prepared,
     Quoted,
     Refuse,
+    Undo,
     Work,
     change,
     observed,
@@ -52,6 +70,8 @@ OPENS, SEASON_NIGHTS = date(2026, 12, 1), 120
 MAX_NIGHTS = 30
 #: How long a quoted rate holds.
 RATE_VALID_SECONDS = 3600.0
+#: How long after booking a booking can still be cancelled (for one night's rate): 3 days.
+CANCEL_SECONDS = 3 * 24 * 3600.0
 
 metadata = MetaData()
 rates = Table(
@@ -77,9 +97,11 @@ reservations = Table(
     Column("hotel", String(64), nullable=False),
     Column("check_in", String(10), nullable=False),
     Column("nights", Integer, nullable=False),
-    Column("status", String(16), nullable=False),  # held | booked | released
+    # held | booked | released | cancelling (held for cancellation by an undo) | cancelled
+    Column("status", String(16), nullable=False),
 )
 ledger = ledger_table(metadata, "hotel")
+cancellations = cancellations_table(metadata, "hotel")
 
 
 # Statements built once and run with parameters (SQLAlchemy's compiled cache
@@ -114,6 +136,29 @@ _BOOK = (
     .returning(reservations.c.hotel, reservations.c.check_in, reservations.c.nights)
 )
 _RELEASE = update(reservations).where(_MINE).values(status="released")
+# The reservation a committed step booked, whatever its status now (an undo's own
+# branch is not the step's: ``k_*`` name the step it takes back).
+_STEP = and_(
+    reservations.c.txn_id == bindparam("k_txn_id"),
+    reservations.c.branch_id == bindparam("k_branch_id"),
+)
+_BOOKED_AS = (reservations.c.hotel, reservations.c.check_in, reservations.c.nights)
+_BOOKED_NOW = select(*_BOOKED_AS).where(_STEP, reservations.c.status == "booked")
+_CANCELLING = (
+    update(reservations)
+    .where(_STEP, reservations.c.status == "booked")
+    .values(status="cancelling")
+    .returning(*_BOOKED_AS)
+)
+_RESTORE = (
+    update(reservations).where(_STEP, reservations.c.status == "cancelling").values(status="booked")
+)
+_CANCEL = (
+    update(reservations)
+    .where(_STEP, reservations.c.status == "cancelling")
+    .values(status="cancelled")
+    .returning(*_BOOKED_AS)
+)
 
 
 class HoldRoom(Operation):
@@ -121,6 +166,7 @@ class HoldRoom(Operation):
 
     name = "hold_room"
     tier = Tier.HOLD
+    inverse = "cancel_room"
 
     def prepare(self, work: Work) -> Prepared:
         hotel, check_in, nights = _args(work)
@@ -196,6 +242,127 @@ class HoldRoom(Operation):
         work.conn.execute(_RELEASE, _mine(work))
         log(work, ledger, "released", f"1 room at {row.hotel}, {row.nights} nights from {start}")
 
+    def undo_terms(self, work: Work, committed: Committed) -> Undo:
+        """A booking is cancelled within :data:`CANCEL_SECONDS`; the hotel keeps one
+        night's rate (the cost it was booked at, over its nights)."""
+        cost, nights = held_cost(work), int(committed.effect["nights"])
+        fee = Amount(value=money(cost.decimal / nights), currency=cost.currency)
+        return Undo(fee=fee, undo_seconds=CANCEL_SECONDS)
+
+
+class CancelRoom(Operation):
+    """Cancel the booking a ``hold_room`` step made (its inverse; undo plans only).
+
+    Prepare holds the booking for cancellation if it is still booked as that step
+    booked it and reports the fee as its cost; commit gives the nights back; abort
+    (or the hold's lease ending) leaves the booking as it was.
+    """
+
+    name = "cancel_room"
+    tier = Tier.HOLD
+
+    def prepare(self, work: Work) -> Prepared:
+        step = undoing(work)
+        original = step.original
+        row = work.conn.execute(_CANCELLING, _mine(original)).one_or_none()
+        if row is None:
+            raise _changed(original)
+        fee = step.offer.fee
+        stay = f"1 room at {row.hotel}, {row.nights} nights from {row.check_in}"
+        hold_cancellation(work, cancellations, stay, fee)
+        log(work, ledger, "cancelling", f"{stay} of {original.txn_id}")
+        # Exact: the booking is held for this branch alone, and commit cancels exactly it.
+        cancel = _cancel(original, row.hotel, row.check_in, row.nights, fee)
+        return Prepared(
+            cost=fee,
+            lease_seconds=self.max_lease_seconds,
+            preview=preview(Certainty.EXACT, cancel),
+        )
+
+    def quote(self, work: Work) -> Quoted:
+        """The fee the step's offer signed, good while the offer stands; holds nothing."""
+        step = undoing(work)
+        original = step.original
+        row = work.conn.execute(_BOOKED_NOW, _mine(original)).one_or_none()
+        if row is None:
+            raise _changed(original)
+        fee = step.offer.fee
+        cancel = _cancel(original, row.hotel, row.check_in, row.nights, fee)
+        return Quoted(
+            cost=fee,
+            valid_seconds=offer_seconds(step, work.now),
+            preview=preview(Certainty.EXACT, cancel),
+        )
+
+    def commit(self, work: Work) -> Committed:
+        row = pending_cancellation(work, cancellations)
+        stay = None
+        if row is not None:
+            key = {"k_txn_id": row.original_txn_id, "k_branch_id": row.original_branch_id}
+            stay = work.conn.execute(_CANCEL, key).one_or_none()
+        if row is None or stay is None:
+            raise OutcomeConflict(
+                f"cannot cancel: no booking is held for cancellation by "
+                f"{work.txn_id}/{work.branch.branch_id}",
+                state=None,
+                requested="commit",
+            )
+        start = date.fromisoformat(stay.check_in)
+        dates = [(start + timedelta(days=n)).isoformat() for n in range(stay.nights)]
+        work.conn.execute(_GIVE_BACK, {"k_hotel": stay.hotel, "k_nights": dates})
+        settle_cancellation(work, cancellations, "cancelled")
+        fee = None if work.prepared is None else work.prepared.cost
+        kept = "no fee" if fee is None else f"fee {fee} kept"
+        log(work, ledger, "cancelled", f"{row.what} of {row.original_txn_id}, {kept}")
+        original = undoing(work).original
+        return Committed(
+            effect={
+                "hotel": stay.hotel,
+                "checkIn": stay.check_in,
+                "nights": stay.nights,
+                "status": "cancelled",
+                "fee": None if fee is None else str(fee),
+            },
+            observed=observed(_cancel(original, stay.hotel, stay.check_in, stay.nights, fee)),
+        )
+
+    def abort(self, work: Work) -> None:
+        # Tolerant: nothing held for cancellation means nothing to restore.
+        row = pending_cancellation(work, cancellations)
+        if row is None:
+            return
+        key = {"k_txn_id": row.original_txn_id, "k_branch_id": row.original_branch_id}
+        work.conn.execute(_RESTORE, key)
+        settle_cancellation(work, cancellations, "restored")
+        log(work, ledger, "restored", f"{row.what} booked for {row.original_txn_id} as it was")
+
+    def undo_terms(self, work: Work, committed: Committed) -> NotUndoable:
+        return NotUndoable("a cancelled booking is not restored: book the room again")
+
+
+def _changed(original: Work) -> Refuse:
+    return Refuse(
+        "ORIGINAL_CHANGED",
+        f"the room {original.txn_id}/{original.branch.branch_id} booked is no longer booked "
+        "as it was: it changed after that commit, so there is nothing to cancel",
+    )
+
+
+def _cancel(
+    original: Work, hotel: str, check_in: str, nights: int, fee: Amount | None
+) -> list[Change]:
+    """The one change a cancellation makes: the guest off the booking, the fee kept."""
+    return [
+        change(
+            f"hotel {hotel}, 1 room, {nights} nights from {check_in}",
+            "cancel",
+            field="guest",
+            before=original.plan.on_behalf_of,
+            after=None,
+            amount=fee,
+        )
+    ]
+
 
 def _cost(rate: str, currency: str, nights: int) -> Amount:
     return Amount(value=money(Decimal(rate) * nights), currency=currency)
@@ -248,7 +415,12 @@ def seed(conn: Connection, stock: Seed) -> None:
 
 
 def effect(conn: Connection, txn_id: str) -> str:
-    """Judge what ``txn_id`` left at the hotel: ``whole``, ``none`` or ``broken: <why>``."""
+    """Judge what ``txn_id`` left at the hotel: ``whole``, ``none``, ``undone`` (booked,
+    then cancelled by an undo transaction) or ``broken: <why>``; for an undo transaction,
+    ``whole`` once its cancellation committed, ``none`` if it was restored."""
+    undo = cancellation_effect(conn, ledger, cancellations, txn_id)
+    if undo is not None:
+        return undo
     seen = kinds(conn, ledger, txn_id)
     rows = conn.execute(select(reservations).where(reservations.c.txn_id == txn_id)).all()
     live = sorted(r.status for r in rows if r.status != "released")
@@ -259,7 +431,12 @@ def effect(conn: Connection, txn_id: str) -> str:
         # once more than it is released; booked, the last hold must be live.
         if seen["released"] >= seen["held"]:
             return "broken: booked and also released"
-        if live != ["booked"]:
+        if cancelled_step(conn, cancellations, txn_id):
+            if live != ["cancelled"]:
+                return f"broken: cancelled by an undo but the reservations show {live or 'none'}"
+            return "undone"
+        # Held for cancellation by an undo still open, the room is still booked.
+        if live not in (["booked"], ["cancelling"]):
             return f"broken: the ledger says booked but the reservations show {live or 'none'}"
         return "whole"
     if live:
@@ -269,4 +446,6 @@ def effect(conn: Connection, txn_id: str) -> str:
     return "none"
 
 
-SERVICE = Service(PARTICIPANT, "hotel", metadata, ledger, HoldRoom, seed, effect)
+SERVICE = Service(
+    PARTICIPANT, "hotel", metadata, ledger, lambda: (HoldRoom(), CancelRoom()), seed, effect
+)

@@ -4,6 +4,12 @@ Each participant keeps a ledger table of its own: one line per change it
 makes to its inventory, written in the same database transaction as the
 change (the ``conn`` the participant SDK hands the operation), so a line
 exists exactly when its change does.
+
+A participant whose commits can be cancelled later (the airline's seat, the
+hotel's room) also keeps a cancellations table (:func:`cancellations_table`):
+one row per undo branch that takes a commit back, naming the undo transaction
+and the step it takes back, so the effect judges can tell a commit that was
+taken back (``undone``) from one that is still in place (``whole``).
 """
 
 from __future__ import annotations
@@ -14,24 +20,33 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
+from typing import Any
 
 from sqlalchemy import (
     BigInteger,
     Column,
+    ColumnElement,
     Connection,
     Insert,
     Integer,
     MetaData,
+    Row,
+    Select,
     String,
     Table,
     Text,
+    Update,
+    and_,
+    bindparam,
     insert,
     select,
+    update,
 )
 
+from hatp.clock import parse_time
 from hatp.errors import OutcomeConflict
 from hatp.model import Amount
-from hatp.participant import Operation, Refuse, Work
+from hatp.participant import Operation, Refuse, Undoing, Work
 from hatp.store import from_ms, to_ms
 
 CENT = Decimal("0.01")
@@ -45,7 +60,9 @@ class LedgerLine:
     transaction (an owner editing their calendar, a card limit changed).
     ``kind`` says what happened: ``held``, ``ticketed``, ``booked``,
     ``released``, ``added``, ``removed``, ``authorized``, ``captured``,
-    ``voided`` or ``edited``.
+    ``voided`` or ``edited``; and for an undo: ``cancelling`` (a commit held for
+    cancellation), ``cancelled`` (taken back, the fee kept), ``restored`` (the
+    cancellation let go, the commit as it was) and ``refunded``.
     """
 
     participant: str
@@ -66,15 +83,21 @@ class Seed:
 
 @dataclass(frozen=True)
 class Service:
-    """One demo participant: its tables, its operation, its seed and its effect check."""
+    """One demo participant: its tables, its operations, its seed and its effect check.
+
+    ``operations`` makes the operations it offers: the one a trip plan names
+    first, then the inverses that take its commits back. ``effect`` judges what a
+    transaction left there: ``whole``, ``none``, ``undone`` (committed, then taken
+    back by an undo transaction) or ``broken: <why>``.
+    """
 
     participant_id: str
     name: str  # the key file's and the SQLite file's stem, and the tables' prefix
     metadata: MetaData
     ledger: Table
-    operation: Callable[[], Operation]
+    operations: Callable[[], tuple[Operation, ...]]
     seed: Callable[[Connection, Seed], None]
-    effect: Callable[[Connection, str], str]  # "whole", "none" or "broken: <why>"
+    effect: Callable[[Connection, str], str]
 
 
 def ledger_table(metadata: MetaData, prefix: str) -> Table:
@@ -191,3 +214,150 @@ def text_arg(work: Work, name: str) -> str:
             "BAD_ARGS", f"{work.branch.operation} needs a non-empty string argument {name!r}"
         )
     return value
+
+
+def cancellations_table(metadata: MetaData, prefix: str) -> Table:
+    """Return the table ``<prefix>_cancellations`` on ``metadata``: one row per undo
+    branch that held a commit for cancellation.
+
+    ``txn_id``/``branch_id`` are the undo branch's, ``original_txn_id``/
+    ``original_branch_id`` the step it takes back; ``status`` is ``pending``
+    (prepared), ``cancelled`` (committed) or ``restored`` (aborted or lapsed).
+    """
+    return Table(
+        f"{prefix}_cancellations",
+        metadata,
+        Column("cancellation", Integer, primary_key=True, autoincrement=True),
+        Column("txn_id", String(128), nullable=False, index=True),
+        Column("branch_id", String(64), nullable=False),
+        Column("original_txn_id", String(128), nullable=False, index=True),
+        Column("original_branch_id", String(64), nullable=False),
+        Column("what", Text, nullable=False),
+        Column("fee", String(32), nullable=True),
+        Column("currency", String(3), nullable=True),
+        Column("status", String(16), nullable=False),
+    )
+
+
+def undoing(work: Work) -> Undoing:
+    """The committed step an undo branch takes back.
+
+    Raises:
+        Refuse: ``NOT_AN_UNDO``, the branch is no undo branch (the SDK runs an
+            inverse operation only in undo plans, so this is a guard).
+    """
+    if work.undoing is None:
+        raise Refuse("NOT_AN_UNDO", f"{work.branch.operation} runs only in an undo plan's branch")
+    return work.undoing
+
+
+def offer_seconds(step: Undoing, now: datetime) -> float | None:
+    """How long from ``now`` the step's signed undo offer still stands (``None``: no end),
+    for a quote of its undo.
+
+    Raises:
+        Refuse: ``UNDO_LAPSED``, the offer lapsed (the SDK refuses first; a guard).
+    """
+    if step.offer.undo_by is None:
+        return None
+    seconds = (parse_time(step.offer.undo_by) - now).total_seconds()
+    if seconds <= 0:
+        raise Refuse("UNDO_LAPSED", f"the undo offer lapsed at {step.offer.undo_by}")
+    return seconds
+
+
+def hold_cancellation(work: Work, table: Table, what: str, fee: Amount | None) -> None:
+    """Record that the undo branch ``work`` holds its step for cancellation (pending)."""
+    step = undoing(work).original
+    work.conn.execute(
+        insert(table),
+        {
+            "txn_id": work.txn_id,
+            "branch_id": work.branch.branch_id,
+            "original_txn_id": step.txn_id,
+            "original_branch_id": step.branch.branch_id,
+            "what": what,
+            "fee": None if fee is None else fee.value,
+            "currency": None if fee is None else fee.currency,
+            "status": "pending",
+        },
+    )
+
+
+def pending_cancellation(work: Work, table: Table) -> Row[Any] | None:
+    """The undo branch's pending cancellation row, or ``None`` (never held, or settled)."""
+    return work.conn.execute(_pending(table), _branch_key(work)).one_or_none()
+
+
+def settle_cancellation(work: Work, table: Table, status: str) -> None:
+    """Mark the undo branch's pending cancellation ``cancelled`` or ``restored``."""
+    work.conn.execute(_settle(table), {**_branch_key(work), "new_status": status})
+
+
+def cancelled_step(conn: Connection, table: Table, txn_id: str) -> bool:
+    """Whether an undo transaction cancelled (committed the cancellation of) a step of
+    ``txn_id``."""
+    found = conn.execute(
+        select(table.c.cancellation).where(
+            table.c.original_txn_id == txn_id, table.c.status == "cancelled"
+        )
+    ).first()
+    return found is not None
+
+
+def cancellation_effect(conn: Connection, ledger: Table, table: Table, txn_id: str) -> str | None:
+    """Judge what the undo transaction ``txn_id`` left here: ``whole`` (its step
+    cancelled once), ``none`` (every cancellation it held was restored) or ``broken:
+    <why>``; ``None`` when ``txn_id`` held nothing here for cancellation (no undo)."""
+    seen = kinds(conn, ledger, txn_id)
+    statuses = sorted(
+        conn.execute(select(table.c.status).where(table.c.txn_id == txn_id)).scalars()
+    )
+    if not statuses and not any(seen[k] for k in _CANCEL_KINDS):
+        return None
+    if seen["cancelled"] > 1:
+        return f"broken: cancelled {seen['cancelled']} times"
+    if "pending" in statuses:
+        return "broken: a cancellation is still pending (neither cancelled nor restored)"
+    if seen["cancelled"] == 1:
+        # A cancellation lost at its lease's end and held again [PART-REPLACE] is held
+        # once more than it is restored; cancelled, the last one held must be it.
+        if seen["restored"] >= seen["cancelling"]:
+            return "broken: cancelled and also restored"
+        if statuses.count("cancelled") != 1:
+            return f"broken: the ledger says cancelled but the cancellations show {statuses}"
+        return "whole"
+    if "cancelled" in statuses:
+        return "broken: a cancellation is done with no cancellation in the ledger"
+    if seen["cancelling"] != seen["restored"]:
+        return (
+            f"broken: held for cancellation {seen['cancelling']} times, restored {seen['restored']}"
+        )
+    return "none"
+
+
+_CANCEL_KINDS = ("cancelling", "cancelled", "restored")
+
+
+@functools.cache
+def _pending(table: Table) -> Select[Any]:
+    return select(table).where(_mine(table), table.c.status == "pending")
+
+
+@functools.cache
+def _settle(table: Table) -> Update:
+    return (
+        update(table)
+        .where(_mine(table), table.c.status == "pending")
+        .values(status=bindparam("new_status"))
+    )
+
+
+def _mine(table: Table) -> ColumnElement[bool]:
+    return and_(
+        table.c.txn_id == bindparam("k_txn_id"), table.c.branch_id == bindparam("k_branch_id")
+    )
+
+
+def _branch_key(work: Work) -> dict[str, str]:
+    return {"k_txn_id": work.txn_id, "k_branch_id": work.branch.branch_id}

@@ -9,6 +9,13 @@ The amount authorized is the amount captured, so a charge's preview is
 ``exact``; unless the bank adds a fee it sets only at capture
 (:class:`CaptureFee`): then the preview is ``predicted``, bounded by the most
 the bank says it may add, and the capture is what the bank really charged.
+
+A capture can be refunded within 30 days (:data:`REFUND_SECONDS`): ``refund``,
+the inverse of ``charge``, runs only in an undo plan (tier final). Its prepare
+is a dry run that checks ``args.refund`` is in the charge's currency and at most
+what it captured less what was already refunded; its commit pays that back to
+the card. The undo plan refunds the capture less the fees the steps it paid for
+keep, so the card ends charged exactly those fees.
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ import secrets
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
+from typing import Any
 
 from pydantic import ValidationError
 from sqlalchemy import (
@@ -25,6 +33,7 @@ from sqlalchemy import (
     Connection,
     Integer,
     MetaData,
+    Row,
     String,
     Table,
     and_,
@@ -35,15 +44,29 @@ from sqlalchemy import (
     update,
 )
 
-from hatp.demo._ledger import Seed, Service, kinds, ledger_table, log, money, text_arg, write_line
+from hatp.demo._ledger import (
+    Seed,
+    Service,
+    kinds,
+    ledger_table,
+    log,
+    money,
+    offer_seconds,
+    text_arg,
+    undoing,
+    write_line,
+)
 from hatp.errors import OutcomeConflict
 from hatp.model import Amount, Certainty, Change, EffectPreview, Preconditions, Tier
 from hatp.participant import (
     Committed,
+    NotUndoable,
     Operation,
     Prepared,
     Quoted,
     Refuse,
+    Undo,
+    Undoing,
     Work,
     change,
     observed,
@@ -55,6 +78,8 @@ PARTICIPANT = "mcp://payments.example"
 #: The corporate card the trip is charged to, and a low-limit card that declines it.
 CARD, LOW_LIMIT_CARD = "corp-4242", "corp-0005"
 CARDS = {CARD: ("5000.00", "USD"), LOW_LIMIT_CARD: ("500.00", "USD")}
+#: How long after capture a charge can still be refunded: 30 days.
+REFUND_SECONDS = 30 * 24 * 3600.0
 
 metadata = MetaData()
 cards = Table(
@@ -76,6 +101,17 @@ authorizations = Table(
     Column("currency", String(3), nullable=False),
     Column("payee", String(200), nullable=True),
     Column("status", String(16), nullable=False),  # authorized | captured | voided
+)
+refunds = Table(
+    "payments_refunds",
+    metadata,
+    Column("refund_id", String(64), primary_key=True),
+    Column("txn_id", String(128), nullable=False, index=True),  # the undo transaction
+    Column("branch_id", String(64), nullable=False),
+    Column("auth_id", String(64), nullable=False, index=True),  # the capture refunded
+    Column("original_txn_id", String(128), nullable=False, index=True),
+    Column("amount", String(32), nullable=False),
+    Column("currency", String(3), nullable=False),
 )
 ledger = ledger_table(metadata, "payments")
 
@@ -106,6 +142,13 @@ _CAPTURE = (
     update(authorizations).where(_OPEN).values(status="captured").returning(*authorizations.c)
 )
 _VOID = update(authorizations).where(_OPEN).values(status="voided")
+# Locked (PostgreSQL): a refund reads what the capture left to refund and pays it back
+# in one transaction.
+_CAPTURED = (
+    select(authorizations).where(authorizations.c.auth_id == bindparam("auth_id")).with_for_update()
+)
+_REFUNDED = select(refunds.c.amount).where(refunds.c.auth_id == bindparam("auth_id"))
+_REFUND = insert(refunds)
 _SET_AUTH_AMOUNT = (
     update(authorizations)
     .where(authorizations.c.auth_id == bindparam("k_auth_id"))
@@ -145,6 +188,7 @@ class Charge(Operation):
 
     name = "charge"
     tier = Tier.FINAL
+    inverse = "refund"
 
     def __init__(self, capture_fee: CaptureFee | None = None) -> None:
         self.capture_fee = capture_fee
@@ -262,6 +306,160 @@ class Charge(Operation):
         work.conn.execute(_VOID, _open(work))
         charged = f"{auth.amount} {auth.currency}"
         log(work, ledger, "voided", f"{charged} on card {auth.card_id} ({auth.auth_id})")
+
+    def undo_terms(self, work: Work, committed: Committed) -> Undo:
+        """A capture is refunded within :data:`REFUND_SECONDS`, up to all of it (fee
+        included, if the bank added one); the undo plan takes off what the steps it
+        paid for keep."""
+        auth = work.conn.execute(_CAPTURED, {"auth_id": committed.effect["authId"]}).one()
+        captured = Amount(value=auth.amount, currency=auth.currency)
+        return Undo(refund=captured, undo_seconds=REFUND_SECONDS)
+
+
+class Refund(Operation):
+    """Refund ``args.refund`` of what a ``charge`` step captured (its inverse; undo plans
+    only). Prepare is a dry run; commit pays the refund back to the card (tier final)."""
+
+    name = "refund"
+    tier = Tier.FINAL
+
+    def prepare(self, work: Work) -> Prepared:
+        auth, refund, refunded = _refundable(work, undoing(work))
+        # Exact: commit pays back exactly this, unless the capture was refunded
+        # since (the precondition below, checked again at commit).
+        return Prepared(
+            preconditions=_refunds_seen(auth.auth_id, refunded),
+            preview=preview(Certainty.EXACT, _refunding(auth.card_id, auth.payee, refund)),
+            data={"authId": auth.auth_id},
+        )
+
+    def quote(self, work: Work) -> Quoted:
+        """Free, good while the charge's offer stands, and what a prepare now would preview."""
+        step = undoing(work)
+        auth, refund, _ = _refundable(work, step)
+        return Quoted(
+            valid_seconds=offer_seconds(step, work.now),
+            preview=preview(Certainty.EXACT, _refunding(auth.card_id, auth.payee, refund)),
+        )
+
+    def preconditions(self, work: Work) -> Preconditions:
+        auth = _capture(work, undoing(work))
+        return _refunds_seen(auth.auth_id, _refunded(work.conn, auth.auth_id))
+
+    def commit(self, work: Work) -> Committed:
+        step = undoing(work)
+        auth = work.conn.execute(_CAPTURED, {"auth_id": step.effect.get("authId")}).one_or_none()
+        if auth is None or auth.status != "captured":
+            raise OutcomeConflict(
+                f"cannot refund: the capture {step.effect.get('authId')} of "
+                f"{step.original.txn_id} is gone",
+                state=None if auth is None else auth.status,
+                requested="commit",
+            )
+        refund = _refund_arg(work, auth.currency)
+        refund_id = f"refund-{secrets.token_hex(8)}"
+        work.conn.execute(
+            _REFUND,
+            {
+                "refund_id": refund_id,
+                "txn_id": work.txn_id,
+                "branch_id": work.branch.branch_id,
+                "auth_id": auth.auth_id,
+                "original_txn_id": step.original.txn_id,
+                "amount": refund.value,
+                "currency": refund.currency,
+            },
+        )
+        available = work.conn.execute(_AVAILABLE, {"card_id": auth.card_id}).scalar_one()
+        restored = money(Decimal(available) + refund.decimal)
+        work.conn.execute(_SET_CARD, {"k_card_id": auth.card_id, "available": restored})
+        kept = Amount(
+            value=money(Decimal(auth.amount) - _refunded(work.conn, auth.auth_id)),
+            currency=auth.currency,
+        )
+        detail = (
+            f"{refund} to card {auth.card_id} ({auth.auth_id}, {refund_id}) of "
+            f"{step.original.txn_id}: {auth.amount} {auth.currency} captured, {kept} kept"
+        )
+        log(work, ledger, "refunded", detail)
+        return Committed(
+            effect={
+                "refundId": refund_id,
+                "authId": auth.auth_id,
+                "card": auth.card_id,
+                "refund": str(refund),
+                "kept": str(kept),
+            },
+            observed=observed(_refunding(auth.card_id, auth.payee, refund)),
+        )
+
+    def abort(self, work: Work) -> None:
+        """Nothing to do: the dry run placed nothing."""
+
+    def undo_terms(self, work: Work, committed: Committed) -> NotUndoable:
+        return NotUndoable("a refund is not taken back: charge the card again")
+
+
+def _refundable(work: Work, step: Undoing) -> tuple[Row[Any], Amount, Decimal]:
+    """The step's capture, the refund asked for, and what was refunded of it before.
+
+    Raises:
+        Refuse: ``ORIGINAL_CHANGED`` (nothing captured to refund), ``BAD_ARGS``, or
+            ``REFUND_ABOVE_CAPTURED`` (more than the capture less its refunds).
+    """
+    auth = _capture(work, step)
+    refund = _refund_arg(work, auth.currency)
+    refunded = _refunded(work.conn, auth.auth_id)
+    left = Decimal(auth.amount) - refunded
+    if refund.decimal > left:
+        raise Refuse(
+            "REFUND_ABOVE_CAPTURED",
+            f"a refund of {refund} is more than the {money(left)} {auth.currency} left "
+            f"of the {auth.amount} {auth.currency} captured ({auth.auth_id})",
+        )
+    return auth, refund, refunded
+
+
+def _capture(work: Work, step: Undoing) -> Row[Any]:
+    """The step's capture, locked; refuses ``ORIGINAL_CHANGED`` if it is not captured."""
+    auth_id = step.effect.get("authId")
+    auth = work.conn.execute(_CAPTURED, {"auth_id": auth_id}).one_or_none()
+    if auth is None or auth.status != "captured" or auth.txn_id != step.original.txn_id:
+        raise Refuse(
+            "ORIGINAL_CHANGED",
+            f"{step.original.txn_id}/{step.original.branch.branch_id} captured nothing "
+            f"that is still captured here ({auth_id})",
+        )
+    return auth
+
+
+def _refund_arg(work: Work, currency: str) -> Amount:
+    try:
+        refund = Amount.model_validate(work.branch.args.get("refund"))
+    except ValidationError:
+        raise Refuse("BAD_ARGS", "refund needs refund {value: '500.00', currency: 'USD'}") from None
+    if refund.currency != currency:
+        raise Refuse("BAD_ARGS", f"the capture is in {currency}; a refund of {refund} is not")
+    return refund
+
+
+def _refunded(conn: Connection, auth_id: str) -> Decimal:
+    """What was refunded of the capture ``auth_id`` so far."""
+    return sum(
+        (Decimal(a) for a in conn.execute(_REFUNDED, {"auth_id": auth_id}).scalars()),
+        Decimal(0),
+    )
+
+
+def _refunds_seen(auth_id: str, refunded: Decimal) -> Preconditions:
+    return Preconditions(
+        versions={f"refunded:{auth_id}": money(refunded)}, scope=f"refund:{auth_id}"
+    )
+
+
+def _refunding(card_id: str, payee: str | None, refund: Amount) -> list[Change]:
+    """The one change a refund makes: ``refund`` paid back to the card, from the payee."""
+    return [change(f"card {card_id}", "refund", field="payee", before=payee, amount=refund)]
 
 
 def _add_fee(work: Work, fee: CaptureFee, auth_id: str, card_id: str, authorized: Amount) -> Amount:
@@ -381,10 +579,22 @@ def seed(conn: Connection, stock: Seed) -> None:
 
 
 def effect(conn: Connection, txn_id: str) -> str:
-    """Judge what ``txn_id`` left at payments: ``whole``, ``none`` or ``broken: <why>``."""
+    """Judge what ``txn_id`` left at payments: ``whole``, ``none``, ``undone`` (captured,
+    then refunded by an undo transaction, at most what was captured) or ``broken:
+    <why>``; for an undo transaction, ``whole`` once its refund is paid."""
     seen = kinds(conn, ledger, txn_id)
+    paid = conn.execute(select(refunds.c.amount).where(refunds.c.txn_id == txn_id)).all()
+    if seen["refunded"] or paid:
+        if seen["refunded"] != len(paid):
+            said = f"the ledger says refunded {seen['refunded']} times"
+            return f"broken: {said}, the refunds table {len(paid)}"
+        if len(paid) > 1:
+            return f"broken: refunded {len(paid)} times"
+        return "whole"
     rows = conn.execute(
-        select(authorizations.c.status).where(authorizations.c.txn_id == txn_id)
+        select(authorizations.c.auth_id, authorizations.c.status, authorizations.c.amount).where(
+            authorizations.c.txn_id == txn_id
+        )
     ).all()
     status = sorted(r.status for r in rows)
     if seen["captured"] > 1:
@@ -396,7 +606,14 @@ def effect(conn: Connection, txn_id: str) -> str:
             return "broken: captured and also voided"
         if status.count("captured") != 1:
             return f"broken: the ledger says captured but the authorizations show {status}"
-        return "whole"
+        (capture,) = [r for r in rows if r.status == "captured"]
+        back = conn.execute(
+            select(refunds.c.amount).where(refunds.c.original_txn_id == txn_id)
+        ).scalars()
+        refunded = sum((Decimal(a) for a in back), Decimal(0))
+        if refunded > Decimal(capture.amount):
+            return f"broken: refunded {money(refunded)} of the {capture.amount} captured"
+        return "undone" if refunded else "whole"
     if "captured" in status:
         return "broken: an authorization is captured with no capture in the ledger"
     if seen["authorized"] != seen["voided"]:
@@ -404,4 +621,6 @@ def effect(conn: Connection, txn_id: str) -> str:
     return "none"
 
 
-SERVICE = Service(PARTICIPANT, "payments", metadata, ledger, Charge, seed, effect)
+SERVICE = Service(
+    PARTICIPANT, "payments", metadata, ledger, lambda: (Charge(), Refund()), seed, effect
+)

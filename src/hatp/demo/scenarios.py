@@ -2,7 +2,11 @@
 
 Each scenario runs the real coordinator against the four trip participants
 (their own keys, their own ledgers in their own SQLite files) and a gateway
-whose finance approver is either a person at the terminal or a script.
+whose finance approver is either a person at the terminal or a script. In the
+``undo`` scenario the trip commits and is then cancelled: the coordinator builds
+the undo plan from what each commit receipt offered, it is shown (each step, its
+fee, the refund, what cannot be undone), the finance approver approves it, and it
+runs as a transaction of its own whose record links to the trip's.
 """
 
 from __future__ import annotations
@@ -23,14 +27,17 @@ from hatp._faults import CRASH_ENV
 from hatp.clock import Clock, ManualClock, SystemClock
 from hatp.coordinator import Coordinator, Outcome
 from hatp.demo._child import CHILD_LEASE_SECONDS
+from hatp.demo._ledger import money
 from hatp.demo._lossy import LossyLink, LostFor
 from hatp.demo._time import simulate
 from hatp.demo.trip import PAYMENTS, CaptureFee, TripWorld, trip_plan
+from hatp.evidence import Keyring, verify_undo
 from hatp.gateway import Channel, MemoryChannel
+from hatp.model import Amount, OutcomeReceipt, Plan, TxnState, UndoOffer, VerificationReport
 from hatp.participant import Participant
 from hatp.store import DecisionLog, open_store
 
-__all__ = ["APPROVER", "SCENARIOS", "DemoRun", "Scenario", "run_scenario"]
+__all__ = ["APPROVER", "SCENARIOS", "DemoRun", "Scenario", "UndoRun", "run_scenario", "undo_lines"]
 
 #: Who the finance ask reaches first (bob: available, and his limit covers the trip).
 APPROVER = "human://acme.com/bob"
@@ -61,6 +68,8 @@ class Scenario:
     previews: Mapping[str, str] | None = None
     #: A fee the card's bank adds at capture (payments then previews the charge as predicted).
     capture_fee: CaptureFee | None = None
+    #: Once the trip commits, it is cancelled: its undo plan is shown, approved and run.
+    undo: bool = False
 
 
 SCENARIOS: dict[str, Scenario] = {
@@ -129,8 +138,34 @@ SCENARIOS: dict[str, Scenario] = {
             previews={"final": "bounded"},
             capture_fee=CaptureFee(up_to=Decimal("20.00"), added=Decimal("35.00")),
         ),
+        Scenario(
+            "undo",
+            "the trip commits, then alice's trip is cancelled: the undo plan shows each "
+            "step's fee, the refund and what cannot be undone; bob approves it, and seat, "
+            "room, event and charge are taken back in a transaction of its own, its record "
+            "linked to the trip's",
+            person_may_answer=False,
+            undo=True,
+        ),
     )
 }
+
+
+@dataclass
+class UndoRun:
+    """The trip taken back: the undo plan and what people were shown of it before they
+    approved, its outcome, and the offline check of its record against the trip's."""
+
+    plan: Plan
+    #: The plan as shown before anyone approved it (:func:`undo_lines`).
+    shown: list[str]
+    outcome: Outcome
+    #: :func:`~hatp.evidence.verify_undo` of the undo record against the trip's.
+    link: VerificationReport
+
+    @property
+    def record(self) -> dict[str, Any]:
+        return self.outcome.record
 
 
 @dataclass
@@ -142,6 +177,8 @@ class DemoRun:
     world: TripWorld
     outcome: Outcome
     notes: list[str] = field(default_factory=list)
+    #: The ``undo`` scenario: the trip's undo (``None`` if the trip did not commit).
+    undo: UndoRun | None = None
 
     @property
     def record(self) -> dict[str, Any]:
@@ -193,6 +230,7 @@ async def run_scenario(
     gateway = world.gateway(people)
     gateway.start()
     coordinator = world.coordinator(log, gateway, links=links, **options)
+    undo = None
     try:
         running = _run(scenario, folder, world, coordinator, plan, notes)
         if isinstance(clock, ManualClock) and scenario.simulated:
@@ -200,6 +238,9 @@ async def run_scenario(
             notes.append("time was simulated: the clock moved 30 s whenever all was waiting")
         else:
             outcome = await running
+        if scenario.undo and outcome.state is TxnState.COMMITTED:
+            undo = await _take_back(world.keyring, coordinator, outcome)
+            notes.append(f"{outcome.txn_id} was then cancelled by {undo.outcome.txn_id}")
     finally:
         await gateway.stop()
         if isinstance(people, MemoryChannel):
@@ -208,7 +249,69 @@ async def run_scenario(
         notes.append(f"{scenario.lose_commit_answers} answers from {PAYMENTS} were lost")
     if isinstance(silent := links.get(PAYMENTS), LostFor):
         notes.append(f"{silent.lost} answers from {PAYMENTS} were lost")
-    return DemoRun(scenario, folder, world, outcome, notes)
+    return DemoRun(scenario, folder, world, outcome, notes, undo)
+
+
+async def _take_back(keyring: Keyring, coordinator: Coordinator, trip: Outcome) -> UndoRun:
+    """Cancel the committed trip: build its undo plan, say what it does, and run it (the
+    finance approver is asked, as for any plan); check its record against the trip's."""
+    plan = await coordinator.plan_undo(trip.txn_id)
+    shown = undo_lines(plan, trip.record)
+    outcome = await coordinator.run(plan)
+    link = verify_undo(outcome.record, trip.record, keyring, others=())
+    return UndoRun(plan, shown, outcome, link)
+
+
+def undo_lines(plan: Plan, original: Mapping[str, Any]) -> list[str]:
+    """What an undo plan does, in lines for a person: each step it takes back, at what
+    fee or with what refund, until when it could; what it cannot take back, and why;
+    and the money in all. ``original`` is the record of the transaction it undoes."""
+    offers = _offers(original)
+    lines = [f"undo {plan.txn_id} takes back {plan.undoes.txn_id if plan.undoes else '?'}:"]
+    fees, back, charged = Decimal(0), Decimal(0), None
+    for branch in plan.branches:
+        step = branch.undoes.branch_id if branch.undoes else branch.branch_id
+        offer = offers.get(step)
+        where = branch.participant.removeprefix("mcp://")
+        until = "" if offer is None or offer.undo_by is None else f", offered until {offer.undo_by}"
+        refund = branch.args.get("refund")
+        if isinstance(refund, dict):
+            amount = Amount.model_validate(refund)
+            back += amount.decimal
+            charged = None if offer is None else offer.refund
+            of = "" if charged is None else f" of the {charged} charged"
+            said = f"refunds {amount}{of}"
+        elif branch.amount is not None:
+            fees += branch.amount.decimal
+            said = f"fee {branch.amount}, kept by {where}"
+        else:
+            said = "no fee"
+        lines.append(f"  {step:<9} {branch.operation} at {where}: {said}{until}")
+    kept = [] if plan.undoes is None else plan.undoes.kept
+    if kept:
+        lines.append("  cannot be undone:")
+        lines += [f"    {k.branch_id}: {k.reason}" for k in kept]
+    else:
+        lines.append("  cannot be undone: nothing; every step of the trip can be taken back")
+    if charged is not None:
+        currency = charged.currency
+        lines.append(
+            f"  in all: {money(back)} {currency} of the {charged} comes back to the card; "
+            f"{money(fees)} {currency} in fees is not refunded"
+        )
+    return lines
+
+
+def _offers(record: Mapping[str, Any]) -> dict[str, UndoOffer]:
+    """Each committed step's signed undo offer in ``record``, by branch id."""
+    offers: dict[str, UndoOffer] = {}
+    for event in record.get("events") or ():
+        if event.get("type") != "txn.committed":
+            continue
+        receipt = OutcomeReceipt.model_validate(event["body"]["receipt"])
+        if receipt.undo is not None:
+            offers[receipt.branch_id] = receipt.undo
+    return offers
 
 
 async def _run(

@@ -198,11 +198,11 @@ class TripWorld:
                 store.close()
             raise
         stores[GATEWAY] = gateway_store
-        operations = {pid: _BY_ID[pid].operation() for pid in PARTICIPANT_IDS}
+        operations = {pid: list(_BY_ID[pid].operations()) for pid in PARTICIPANT_IDS}
         if capture_fee is not None:
-            operations[PAYMENTS] = _payments.Charge(capture_fee)
+            operations[PAYMENTS] = [_payments.Charge(capture_fee), _payments.Refund()]
         participants = {
-            pid: ParticipantServer(pid, keys[pid], stores[pid], [operations[pid]], clock)
+            pid: ParticipantServer(pid, keys[pid], stores[pid], operations[pid], clock)
             for pid in PARTICIPANT_IDS
         }
         asks = AskStore(gateway_store)
@@ -251,8 +251,12 @@ class TripWorld:
         Returns, by participant id: ``"whole"`` (the effect fully in place:
         seat ticketed, room booked, event present, charge captured once),
         ``"none"`` (nothing lasting: all placed was released, voided or
-        removed, or nothing happened), or ``"broken: <why>"`` (partial, or
-        done twice).
+        removed, or nothing happened), ``"undone"`` (committed whole, then
+        taken back by an undo transaction: seat cancelled, booking cancelled,
+        event removed, capture refunded less the fees kept), or ``"broken:
+        <why>"`` (partial, or done twice). An undo transaction is judged the
+        same way: ``"whole"`` once it took its steps back here, ``"none"`` if it
+        took nothing back.
         """
         out: dict[str, str] = {}
         for service in _SERVICES:
@@ -275,6 +279,17 @@ class TripWorld:
         """
         with self.stores[CALENDAR].transaction() as conn:
             return _calendar.edit(conn, owner, title, start, end, self.clock.now())
+
+    def move_seat(self, seat: str, to: str, *, flight: str = FLIGHT) -> None:
+        """Move the passenger ticketed on ``seat`` to the free seat ``to``, as the airline
+        does on its own: an undo of that booking then finds ``seat`` no longer ticketed
+        to it (``ORIGINAL_CHANGED``).
+
+        Raises:
+            ValueError: ``seat`` is not ticketed, or ``to`` is not free.
+        """
+        with self.stores[AIRLINE].transaction() as conn:
+            _airline.move(conn, flight, seat, to, self.clock.now())
 
     def edit_card(self, card_id: str, available: str) -> int:
         """Set a card's available credit as its bank would; return the card's new version.

@@ -39,6 +39,7 @@ from hatp.evidence._verify_approval import (
 )
 from hatp.evidence._verify_routing import ROUTING_RULES, verify_routing
 from hatp.evidence._verify_txn import TXN_RULES
+from hatp.evidence._verify_undo import UNDO_RULES, verify_undo
 
 __all__ = [
     "ALGORITHM",
@@ -48,6 +49,7 @@ __all__ = [
     "MAX_DEPTH",
     "ROUTING_RULES",
     "TXN_RULES",
+    "UNDO_RULES",
     "KeyPeriod",
     "Keyring",
     "PasskeyVerified",
@@ -83,4 +85,5 @@ __all__ = [
     "verify_read_approval",
     "verify_record",
     "verify_routing",
+    "verify_undo",
 ]

@@ -1,23 +1,31 @@
 """The coordinator's JSON API: begin a transaction, follow it, read its record, hold it still,
-list the newest.
+list the newest, take a committed one back.
 
 The MCP binding's coordinator methods as routes (``txn/begin``, ``txn/state``,
-``txn/record``, ``lock/acquire``, ``lock/renew``, ``lock/release``). A begun
-transaction is in the log before the answer is sent and runs in a task this
-API keeps; :meth:`CoordinatorApi.aclose` stops the ones still running when the
-server stops (the log keeps them for :meth:`~hatp.coordinator.Coordinator.recover`).
-Serve it only behind the server's authentication: whoever reaches it can begin
-transactions and take leases.
+``txn/record``, ``lock/acquire``, ``lock/renew``, ``lock/release``,
+``txn/undo``). A begun transaction (an undo too) is in the log before the
+answer is sent and runs in a task this API keeps; :meth:`CoordinatorApi.aclose`
+stops the ones still running when the server stops (the log keeps them for
+:meth:`~hatp.coordinator.Coordinator.recover`). Serve it only behind the
+server's authentication: whoever reaches it can begin transactions, take
+leases and ask for undos (an agent's token: of its own transactions).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import functools
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any, TypeVar
 from urllib.parse import quote
+
+from pydantic import BaseModel
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
 
 from hatp import _checks
 from hatp._edge_params import (
@@ -31,15 +39,56 @@ from hatp._edge_params import (
     TxnListParams,
     TxnParams,
     TxnStateAnswer,
+    UndoAnswer,
+    UndoParams,
+    UndoPlanAnswer,
+    undo_answer,
 )
 from hatp.clock import format_time
 from hatp.coordinator import Coordinator, Outcome
 from hatp.http._api import Operation
-from hatp.http._callers import Owner, member
+from hatp.http._callers import ApiCallers, Owner, member
+from hatp.http._signed import SignedCallers
 
 __all__ = ["CoordinatorApi"]
 
 _R = TypeVar("_R")
+
+#: Set by ``txn/undo``'s handler when it only built the plan (a dry run): nothing was begun.
+_PLANNED_ONLY: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "hatp_undo_planned_only", default=False
+)
+
+
+@dataclass(frozen=True)
+class _UndoOperation(Operation):
+    """``txn/undo``'s route: as every operation's, 201 with the undo transaction's
+    ``Location`` once begun; but a dry run, which begins (creates) nothing, answers 200
+    with no ``Location``. ``other_answers``: that other success, for OpenAPI."""
+
+    other_answers: tuple[tuple[int, type[BaseModel]], ...] = ()
+
+    def route(
+        self,
+        max_body_bytes: int,
+        callers: ApiCallers | None = None,
+        signed: SignedCallers | None = None,
+    ) -> Route:
+        served = super().route(max_body_bytes, callers, signed)
+        inner = served.endpoint
+
+        async def endpoint(request: Request) -> Response:
+            token = _PLANNED_ONLY.set(False)
+            try:
+                response: Response = await inner(request)
+                if _PLANNED_ONLY.get() and response.status_code == self.status:
+                    response.status_code = 200
+                    del response.headers["location"]
+                return response
+            finally:
+                _PLANNED_ONLY.reset(token)
+
+        return Route(self.path, endpoint, methods=[self.method], name=served.name)
 
 
 class CoordinatorApi:
@@ -65,7 +114,13 @@ class CoordinatorApi:
                 BeginParams,
                 self._begin,
                 TxnStateAnswer,
-                ("PLAN_INVALID", "VERSION_UNSUPPORTED", "OUTCOME_CONFLICT", "STORE_UNAVAILABLE"),
+                (
+                    "PLAN_INVALID",
+                    "VERSION_UNSUPPORTED",
+                    "OUTCOME_CONFLICT",
+                    "UNDO_REFUSED",
+                    "STORE_UNAVAILABLE",
+                ),
                 status=201,
                 names_agent=lambda p: member(p, "plan", "initiator"),
                 location=lambda answer: f"{txns}/{quote(str(answer['txnId']), safe='')}",
@@ -139,6 +194,27 @@ class CoordinatorApi:
                 ("STALE_FENCE", "TXN_UNKNOWN", "STORE_UNAVAILABLE"),
                 owned_by=self._owner,
             ),
+            _UndoOperation(
+                "POST",
+                txn + "/undo",
+                "txn/undo",
+                "Take a committed transaction's steps back: the undo plan (dryRun: only "
+                "shown, 200), begun as a transaction people approve (201)",
+                UndoParams,
+                self._undo,
+                UndoAnswer,
+                (
+                    "TXN_UNKNOWN",
+                    "UNDO_REFUSED",
+                    "OUTCOME_CONFLICT",
+                    "PLAN_INVALID",
+                    "STORE_UNAVAILABLE",
+                ),
+                status=201,
+                owned_by=self._owner,
+                location=lambda answer: f"{txns}/{quote(str(answer.get('txnId')), safe='')}",
+                other_answers=((200, UndoPlanAnswer),),
+            ),
         ]
 
     def running(self) -> list[asyncio.Task[Outcome]]:
@@ -165,7 +241,17 @@ class CoordinatorApi:
         txn_id = str(params.plan["txnId"])
         return {"txnId": txn_id, "state": (await self._log(self._coordinator.state, txn_id)).value}
 
-    async def _owner(self, params: TxnParams | AcquireParams | ReleaseParams) -> Owner:
+    async def _undo(self, params: UndoParams) -> Mapping[str, Any]:
+        """Build the undo plan; unless a dry run, begin it in a task kept here."""
+        answer, task = await undo_answer(self._coordinator, params)
+        if task is None:
+            _PLANNED_ONLY.set(True)
+            return answer
+        self._running.add(task)
+        task.add_done_callback(self._settled)
+        return answer
+
+    async def _owner(self, params: TxnParams | AcquireParams | ReleaseParams | UndoParams) -> Owner:
         """The agent whose plan the transaction runs (its ``initiator``). [API-OWNER]"""
         plan = (await self._log(self._coordinator.log.get, params.txn_id)).plan
         agent = plan.get("initiator")

@@ -1,6 +1,7 @@
 """``CoordinatorClient``: a caller's side of the coordinator's JSON API (docs/spec.md §25).
 
-Begin a transaction for a plan, follow it, read its record, list the newest.
+Begin a transaction for a plan, follow it, read its record, list the newest, take a
+committed one back (its undo plan shown, or begun).
 A refusal comes back as the typed hatp error the server raised (rebuilt from
 its body with :func:`hatp.errors.error_from_dict`); no answer at all is
 ``PEER_UNAVAILABLE`` naming the server.
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 import builtins
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import quote
 
@@ -41,10 +42,10 @@ class CoordinatorClient(HttpClientBase):
 
     Every method raises, besides what it names: the server's refusal as its
     typed :class:`~hatp.errors.HatpError` (``TXN_UNKNOWN``, ``PLAN_INVALID``,
-    ``UNAUTHENTICATED``, ``CALLER_REFUSED``, …); ``PEER_UNAVAILABLE`` when no
-    answer came (the server is unreachable, or a 5xx without a hatp body; asking
-    again is safe); ``PEER_INCOMPATIBLE`` (reason ``METHOD``) for an answer that
-    is not the coordinator API's.
+    ``UNDO_REFUSED``, ``UNAUTHENTICATED``, ``CALLER_REFUSED``, …);
+    ``PEER_UNAVAILABLE`` when no answer came (the server is unreachable, or a 5xx
+    without a hatp body; asking again is safe); ``PEER_INCOMPATIBLE`` (reason
+    ``METHOD``) for an answer that is not the coordinator API's.
     """
 
     def __init__(
@@ -98,6 +99,61 @@ class CoordinatorClient(HttpClientBase):
             raise self._incompatible("GET", f"{self.prefix}/txns", "no transactions")
         return found
 
+    async def plan_undo(
+        self,
+        txn_id: str,
+        *,
+        steps: Sequence[str] | None = None,
+        differing: bool = False,
+        decide_seconds: float | None = None,
+        undo_txn_id: str | None = None,
+    ) -> dict[str, Any]:
+        """The plan that would take back committed transaction ``txn_id``'s steps (its wire
+        form; nothing is begun): each branch the step it undoes and what that costs,
+        ``undoes.kept`` each step it leaves and why.
+
+        ``steps``: only these branch ids (default: every step that can be undone);
+        ``differing``: only those that committed other than their approved preview;
+        ``decide_seconds``: how long people would have to approve it; ``undo_txn_id``: the
+        undo's own id.
+
+        Raises:
+            TransactionUnknown: no such transaction.
+            UndoRefused: nothing can be taken back as asked (``data.reason``).
+        """
+        body = _undo_body(steps, differing, decide_seconds, undo_txn_id)
+        answer = await self._json(
+            "POST", self._txn_path(txn_id) + "/undo", json=body | {"dryRun": True}
+        )
+        plan = answer.get("plan")
+        if not isinstance(plan, dict):
+            raise self._incompatible("POST", self._txn_path(txn_id) + "/undo", "no plan")
+        return plan
+
+    async def undo(
+        self,
+        txn_id: str,
+        *,
+        steps: Sequence[str] | None = None,
+        differing: bool = False,
+        decide_seconds: float | None = None,
+        undo_txn_id: str | None = None,
+    ) -> dict[str, Any]:
+        """Begin taking back committed transaction ``txn_id``'s steps (as :meth:`plan_undo`):
+        an undo transaction of its own, run at the server; nothing is undone until people
+        approve it, and then all of it is, or none.
+
+        Returns:
+            ``{"txnId", "state", "plan"}``: the undo transaction once logged, and its plan.
+
+        Raises:
+            TransactionUnknown: no such transaction.
+            UndoRefused: nothing can be taken back as asked (``data.reason``); nothing begun.
+            OutcomeConflict: a transaction ``undo_txn_id`` is already in the log.
+        """
+        body = _undo_body(steps, differing, decide_seconds, undo_txn_id)
+        return await self._json("POST", self._txn_path(txn_id) + "/undo", json=body)
+
     def _txn_path(self, txn_id: str) -> str:
         return f"{self.prefix}/txns/{quote(txn_id, safe='')}"
 
@@ -142,3 +198,22 @@ class CoordinatorClient(HttpClientBase):
         if not isinstance(body, dict):
             raise self._incompatible(method, path, "no JSON object")
         return body
+
+
+def _undo_body(
+    steps: Sequence[str] | None,
+    differing: bool,
+    decide_seconds: float | None,
+    undo_txn_id: str | None,
+) -> dict[str, Any]:
+    """``POST …/undo``'s body, without the members left at their defaults."""
+    body: dict[str, Any] = {}
+    if steps is not None:
+        body["steps"] = list(steps)
+    if differing:
+        body["differing"] = True
+    if decide_seconds is not None:
+        body["decideSeconds"] = decide_seconds
+    if undo_txn_id is not None:
+        body["undoTxnId"] = undo_txn_id
+    return body

@@ -80,6 +80,8 @@ HTTP_STATUS: dict[tuple[str, str | None], int] = {
     ("TXN_UNKNOWN", None): 404,
     ("OUTCOME_CONFLICT", None): 409,
     ("STALE_FENCE", None): 409,
+    # Every reason of hatp.errors.UNDO_REASONS: what was committed cannot be taken back so.
+    ("UNDO_REFUSED", None): 409,
     # The approver page (hatp serve's /approve).
     ("SIGN_IN_REFUSED", None): 401,
     ("INVITE_INVALID", None): 403,

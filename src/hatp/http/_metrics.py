@@ -167,6 +167,13 @@ class ServeMetrics:
             ["verdict"],
             registry=r,
         )
+        self.undo_requests = Counter(
+            "hatp_undo_requests",
+            "Undos asked of the coordinator, by result (planned, refused) and UNDO_REFUSED "
+            "reason (empty when planned)",
+            ["result", "reason"],
+            registry=r,
+        )
         if recovery is not None:
             r.register(_RecoveryCollector(recovery))
         if gateway is not None:
@@ -201,6 +208,10 @@ class ServeMetrics:
         """Count a committed step by how it compared with its preview
         (:class:`~hatp.coordinator.EffectObserver`)."""
         self.txn_effects.labels(verdict.value).inc()
+
+    def undo_asked(self, txn_id: str, refused: str | None) -> None:
+        """Count an undo planned or refused (:class:`~hatp.coordinator.UndoObserver`)."""
+        self.undo_requests.labels("planned" if refused is None else "refused", refused or "").inc()
 
     def gate_checked(self, tool: str, refused: HatpError | None) -> None:
         """Count a gated call checked (:class:`~hatp.gate.GateObserver`)."""

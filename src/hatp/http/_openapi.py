@@ -50,6 +50,8 @@ _TYPED_MEMBERS: dict[tuple[str, str], type[BaseModel]] = {
     ("AskParams", "plan"): Plan,
     ("AskParams", "terms"): HoldTerms,
     ("BeginParams", "plan"): Plan,
+    ("UndoAnswer", "plan"): Plan,
+    ("UndoPlanAnswer", "plan"): Plan,
     ("QuestionParams", "question"): Question,
     ("CallParams", "request"): CallRequest,
     ("RecordAnswer", "record"): TransactionRecord,
@@ -184,7 +186,7 @@ def _models(operations: Iterable[Operation]) -> list[type[BaseModel]]:
     for op in operations:
         found[op.params.__name__] = op.params
         answers = op.answer.models if isinstance(op.answer, Carrying) else (op.answer,)
-        for model in answers:
+        for model in (*answers, *(m for _, m in _other_answers(op))):
             found[model.__name__] = model
     return [found[name] for name in sorted(found)]
 
@@ -242,6 +244,11 @@ def _responses(op: Operation, authenticated: bool) -> dict[str, Any]:
             "content": {"application/json": {"schema": _answer_schema(op.answer)}},
         }
     }
+    for status, model in _other_answers(op):
+        answers[str(status)] = {
+            "description": "the answer when nothing was begun (a dry run)",
+            "content": {"application/json": {"schema": _ref(model)}},
+        }
     posted = ("BODY_TOO_LARGE", "UNSUPPORTED_MEDIA_TYPE") if op.method == "POST" else ()
     codes = ["INVALID_JSON", *posted, *op.refusals]
     if authenticated:
@@ -261,6 +268,13 @@ def _responses(op: Operation, authenticated: bool) -> dict[str, Any]:
             "content": {"application/json": {"schema": _ref(ErrorBody)}},
         }
     return answers
+
+
+def _other_answers(op: Operation) -> tuple[tuple[int, type[BaseModel]], ...]:
+    """The successes an operation's route answers besides its ``status`` (``txn/undo``'s
+    dry run: 200), as ``(status, model)`` pairs in its ``other_answers``."""
+    other: tuple[tuple[int, type[BaseModel]], ...] = getattr(op, "other_answers", ())
+    return other
 
 
 def _statuses(code: str) -> list[int]:

@@ -1,9 +1,10 @@
-"""Reaching a coordinator over MCP: begin a transaction, follow it, fetch its record."""
+"""Reaching a coordinator over MCP: begin a transaction, follow it, fetch its record, take
+a committed one back."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from mcp import Client
@@ -84,6 +85,54 @@ class McpCoordinator:
         """
         await self._call("lock/release", {"txnId": txn_id, "owner": owner, "fence": fence})
 
+    async def plan_undo(
+        self,
+        txn_id: str,
+        *,
+        steps: Sequence[str] | None = None,
+        differing: bool = False,
+        decide_seconds: float | None = None,
+        undo_txn_id: str | None = None,
+    ) -> dict[str, Any]:
+        """Return the plan that would take back the committed transaction's steps (wire
+        form); nothing is begun. Its ``undoes.kept`` lists each step it leaves, and why.
+
+        ``steps``: only these (default: every step that can be undone); ``differing``: only
+        those that committed other than their approved preview; ``decide_seconds``: how
+        long people would have to approve it; ``undo_txn_id``: the undo's own id.
+
+        Raises:
+            TransactionUnknown: no such transaction.
+            UndoRefused: nothing can be taken back as asked (``data.reason``).
+        """
+        params = _undo_params(txn_id, steps, differing, decide_seconds, undo_txn_id)
+        answer = await self._call(METHODS["txn/undo"], {**params, "dryRun": True})
+        plan: dict[str, Any] = answer["plan"]
+        return plan
+
+    async def undo(
+        self,
+        txn_id: str,
+        *,
+        steps: Sequence[str] | None = None,
+        differing: bool = False,
+        decide_seconds: float | None = None,
+        undo_txn_id: str | None = None,
+    ) -> dict[str, Any]:
+        """Begin taking back the committed transaction's steps (as :meth:`plan_undo`): an
+        undo transaction of its own, which people approve before anything is undone.
+
+        Returns:
+            ``{"txnId", "state", "plan"}``: the undo transaction once logged, and its plan.
+
+        Raises:
+            TransactionUnknown: no such transaction.
+            UndoRefused: nothing can be taken back as asked (``data.reason``); nothing begun.
+            OutcomeConflict: a transaction with ``undo_txn_id`` is already in the log.
+        """
+        params = _undo_params(txn_id, steps, differing, decide_seconds, undo_txn_id)
+        return await self._call(METHODS["txn/undo"], params)
+
     async def wait(self, txn_id: str, *, every: float = 0.2) -> TxnState:
         """Ask every ``every`` seconds until the transaction is committed or aborted."""
         while not (state := await self.state(txn_id)).finished:
@@ -91,14 +140,35 @@ class McpCoordinator:
         return state
 
     async def _call(self, name: str, params: Mapping[str, Any]) -> dict[str, Any]:
+        """Send ``name`` (a short name of :data:`METHODS`, or a full method name)."""
         return await request(
             self._client,
-            METHODS[name],
+            METHODS.get(name, name),
             params,
             server=self._id,
             timeout=self._timeout,
             silence=PeerUnavailable,
         )
+
+
+def _undo_params(
+    txn_id: str,
+    steps: Sequence[str] | None,
+    differing: bool,
+    decide_seconds: float | None,
+    undo_txn_id: str | None,
+) -> dict[str, Any]:
+    """``txn/undo``'s params, without the members left at their defaults."""
+    params: dict[str, Any] = {"txnId": txn_id}
+    if steps is not None:
+        params["steps"] = list(steps)
+    if differing:
+        params["differing"] = True
+    if decide_seconds is not None:
+        params["decideSeconds"] = decide_seconds
+    if undo_txn_id is not None:
+        params["undoTxnId"] = undo_txn_id
+    return params
 
 
 async def mcp_coordinator(

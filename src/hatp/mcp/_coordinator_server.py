@@ -6,10 +6,15 @@ and ``txn/record`` (the record so far, for ``hatp verify``), and
 ``lock/acquire``, ``lock/renew`` and ``lock/release``: the decision log's
 lease on a transaction, with its fencing token (§12 [STORE-LEASE],
 [STORE-FENCE]), so an operator can hold a transaction still (no coordinator
-drives it while the lease is held elsewhere) and hand it back. The
+drives it while the lease is held elsewhere) and hand it back; and
+``txn/undo``: the plan that takes a committed
+transaction's steps back (docs/spec.md §28 [UNDO-PLAN]), shown (``dryRun``) or
+begun as a transaction of its own, which people approve like any other. The
 coordinator and the log decide everything; this module only carries the
-requests. Serve it only behind the server's authentication: whoever reaches
-it can begin transactions and take leases.
+requests (``txn/undo``'s answer is :func:`hatp._edge_params.undo_answer`, the JSON
+API's too). Serve it
+only behind the server's authentication: whoever reaches it can begin
+transactions, take leases and ask for undos.
 
 A stock MCP host, which sends no hatp method, reads a transaction through two
 read-only tools: :data:`TXN_STATUS_TOOL` (``txn/state``'s answer) and
@@ -35,6 +40,8 @@ from hatp._edge_params import (
     ReleaseParams,
     RenewParams,
     TxnParams,
+    UndoParams,
+    undo_answer,
 )
 from hatp.coordinator import Coordinator, Outcome
 from hatp.evidence import PublicKey
@@ -90,6 +97,7 @@ class CoordinatorExtension(Extension):
             method(METHODS["lock/acquire"], AcquireParams, self._acquire),
             method(METHODS["lock/renew"], RenewParams, self._renew),
             method(METHODS["lock/release"], ReleaseParams, self._release),
+            method(METHODS["txn/undo"], UndoParams, self._undo),
         ]
 
     def tools(self) -> Sequence[ToolBinding]:
@@ -161,6 +169,15 @@ class CoordinatorExtension(Extension):
         txn_id = str(params.plan["txnId"])
         state = await self._coordinator.log.store.call(self._coordinator.state, txn_id)
         return {"txnId": txn_id, "state": state.value}
+
+    async def _undo(
+        self, params: UndoParams, ctx: ServerRequestContext[Any, Any]
+    ) -> Mapping[str, Any]:
+        answer, task = await undo_answer(self._coordinator, params)
+        if task is not None:
+            self._running.add(task)
+            task.add_done_callback(self._running.discard)
+        return answer
 
     async def _state(
         self, params: TxnParams, ctx: ServerRequestContext[Any, Any]

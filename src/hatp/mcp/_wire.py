@@ -88,6 +88,7 @@ METHODS: Final[dict[str, str]] = {
         "directory/resolve",
         # a coordinator (serve_coordinator)
         "txn/begin",
+        "txn/undo",
         "txn/state",
         "txn/record",
         "lock/acquire",

@@ -115,8 +115,11 @@ from hatp.model.txn import (
     RenewReceipt,
     TxnEvent,
     TxnState,
+    UndoKind,
+    UndoOffer,
     Vote,
 )
+from hatp.model.undo import COMPENSATION, KeptStep, StepRef, UndoReference
 
 __all__ = [
     "ABSENT",
@@ -124,6 +127,7 @@ __all__ = [
     "ASK_ID_PATTERN",
     "CALL_GROUP",
     "COMMIT_ORDER",
+    "COMPENSATION",
     "KEYSET_PATH",
     "KEYSET_TYPE",
     "MAX_JSON_DEPTH",
@@ -169,6 +173,7 @@ __all__ = [
     "HumanVote",
     "JsonObject",
     "JsonValue",
+    "KeptStep",
     "KeyRole",
     "KeySet",
     "KeySetBody",
@@ -208,11 +213,15 @@ __all__ = [
     "SignatureUse",
     "Sla",
     "Status",
+    "StepRef",
     "Tier",
     "ToolCall",
     "TransactionRecord",
     "TxnEvent",
     "TxnState",
+    "UndoKind",
+    "UndoOffer",
+    "UndoReference",
     "Unreadable",
     "VerificationReport",
     "Vote",

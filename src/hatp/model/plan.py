@@ -27,6 +27,7 @@ from pydantic_core import PydanticCustomError
 
 from hatp.errors import PLAN_REASONS, PlanInvalid
 from hatp.model._base import JsonObject, WireModel, WireTime
+from hatp.model.undo import StepRef, UndoReference
 from hatp.version import require_supported
 
 __all__ = [
@@ -121,6 +122,12 @@ class Branch(WireModel):
     settles: list[BranchId] = Field(
         default_factory=list,
         description="branches whose amounts this branch pays (so they are not counted twice)",
+    )
+    undoes: StepRef | None = Field(
+        default=None,
+        exclude_if=lambda value: value is None,
+        description="an undo plan's branch: the original step it takes back; written only "
+        "when present",
     )
 
 
@@ -357,10 +364,17 @@ class Plan(WireModel):
         description="what each step's effect preview must say before people approve; "
         "written only when present",
     )
+    undoes: UndoReference | None = Field(
+        default=None,
+        exclude_if=lambda value: value is None,
+        description="an undo plan: the coordinator's signed reference to the original "
+        "record; written only when present",
+    )
 
     @model_validator(mode="after")
     def _rules(self) -> Plan:
         _check_branches(self.branches)
+        _check_undo(self)
         if self.preview_policy.demands and self.mode is Mode.PARALLEL:
             raise PydanticCustomError(
                 "PREVIEW_MODE",
@@ -435,6 +449,55 @@ def _check_branches(branches: list[Branch]) -> None:
     for index, branch in enumerate(branches):
         _check_settles(branch, f"/branches/{index}", by_id, settled_by)
     _check_no_cycle(by_id)
+
+
+def _check_undo(plan: Plan) -> None:
+    # An undo plan's branches each take back one step of the original; any other
+    # plan's branches take back nothing [UNDO-PLAN].
+    seen: dict[str, str] = {}
+    for index, branch in enumerate(plan.branches):
+        where = f"/branches/{index}/undoes"
+        if plan.undoes is None:
+            if branch.undoes is not None:
+                raise PydanticCustomError(
+                    "UNDO_SHAPE",
+                    "branch '{id}' undoes a step, but the plan has no undoes reference; "
+                    "build undo plans with the coordinator's undo",
+                    {"id": branch.branch_id, "where": where},
+                )
+            continue
+        ref = branch.undoes
+        if ref is None or ref.txn_id != plan.undoes.txn_id:
+            raise PydanticCustomError(
+                "UNDO_SHAPE",
+                "every branch of an undo plan names the step of {txn} it takes back; "
+                "branch '{id}' does not",
+                {"id": branch.branch_id, "txn": plan.undoes.txn_id, "where": where},
+            )
+        if ref.branch_id in seen:
+            raise PydanticCustomError(
+                "UNDO_SHAPE",
+                "branches '{first}' and '{id}' both take back step '{step}'",
+                {
+                    "id": branch.branch_id,
+                    "first": seen[ref.branch_id],
+                    "step": ref.branch_id,
+                    "where": where,
+                },
+            )
+        seen[ref.branch_id] = branch.branch_id
+    if plan.undoes is None:
+        return
+    if plan.undoes.txn_id == plan.txn_id:
+        raise PydanticCustomError(
+            "UNDO_SHAPE", "an undo plan cannot undo itself", {"where": "/undoes/txnId"}
+        )
+    if not plan.approvals:
+        raise PydanticCustomError(
+            "UNDO_SHAPE",
+            "an undo plan needs fresh consent: at least one approval group",
+            {"where": "/approvals"},
+        )
 
 
 def _check_settles(

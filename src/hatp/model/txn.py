@@ -16,7 +16,7 @@ from pydantic import Field
 from hatp.model._base import Digest, JsonObject, PositiveSeconds, WireModel, WireTime
 from hatp.model.effects import EffectPreview, ObservedEffect
 from hatp.model.human import ASK_ID_PATTERN
-from hatp.model.plan import Amount, Tier
+from hatp.model.plan import Amount, Name, Tier
 from hatp.model.signature import Signature
 
 __all__ = [
@@ -34,6 +34,8 @@ __all__ = [
     "RenewReceipt",
     "TxnEvent",
     "TxnState",
+    "UndoKind",
+    "UndoOffer",
     "Vote",
 ]
 
@@ -229,6 +231,46 @@ class RenewReceipt(WireModel):
     signature: Signature
 
 
+class UndoKind(StrEnum):
+    """How a committed step can be taken back.
+
+    ``compensate``: a compensate-tier step, undone with its undo token (operation
+    :data:`COMPENSATION`). ``inverse``: the participant's declared inverse operation
+    (a cancellation, a refund, a void), on its own terms. ``not-undoable``: it cannot
+    be taken back, for the ``reason`` given.
+    """
+
+    COMPENSATE = "compensate"
+    INVERSE = "inverse"
+    NOT_UNDOABLE = "not-undoable"
+
+
+class UndoOffer(WireModel):
+    """A participant's signed word, in its commit receipt, on taking the step back.
+
+    ``operation`` and ``tier`` are the undo branch's; ``args`` what it is sent
+    (beyond :class:`StepRef`). ``fee``: what the participant keeps for undoing (a
+    cancellation fee: a cost). ``refund``: the money the undo returns before any
+    fee (a refund or void: money moving). ``undoBy``: the offer lapses then.
+    """
+
+    kind: UndoKind = Field(strict=False)
+    operation: Name | None = Field(default=None, description="the operation that undoes it")
+    tier: Tier | None = Field(default=None, strict=False, description="that operation's tier")
+    args: JsonObject = Field(default_factory=dict, description="what the undo branch is sent")
+    fee: Amount | None = Field(default=None, description="what the participant keeps for it")
+    refund: Amount | None = Field(default=None, description="the money it returns, before fees")
+    undo_by: WireTime | None = Field(default=None, description="the offer lapses at this time")
+    reason: str | None = Field(
+        default=None, max_length=1000, description="not-undoable: why it cannot be taken back"
+    )
+
+    @property
+    def undoable(self) -> bool:
+        """Whether the offer names a way back."""
+        return self.kind is not UndoKind.NOT_UNDOABLE and self.operation is not None
+
+
 class OutcomeReceipt(WireModel):
     """A participant's signed account of a phase-2 step (commit, abort or compensate)."""
 
@@ -244,6 +286,12 @@ class OutcomeReceipt(WireModel):
     effect: JsonObject | None = Field(default=None, description="what was done, for a person")
     observed: ObservedEffect | None = Field(
         default=None, description="a commit: what it changed, in the structure of its preview"
+    )
+    undo: UndoOffer | None = Field(
+        default=None,
+        exclude_if=lambda value: value is None,
+        description="a commit: how the step can be taken back, and at what cost [PART-UNDO-OFFER]; "
+        "written only on commit receipts",
     )
     time: WireTime
     signature: Signature

@@ -6,16 +6,21 @@ in the store, checks fences, plans, costs, leases and preconditions, and
 signs every receipt. An operation says what its commit will change
 (:func:`preview`, with a certainty) and what it changed (:func:`observed`),
 each built from :func:`change` s. The coordinator talks to anything that is a
-:class:`Participant`.
+:class:`Participant`. An operation says how its commits can be taken back
+(``inverse`` and :meth:`Operation.undo_terms`: :class:`Undo` or :class:`NotUndoable`);
+an inverse operation sees the step it takes back in ``Work.undoing`` (:class:`Undoing`).
 """
 
 from hatp.participant._effects import change, no_preview, observed, preview, render
 from hatp.participant._operation import (
     Committed,
+    NotUndoable,
     Operation,
     Prepared,
     Quoted,
     Refuse,
+    Undo,
+    Undoing,
     Work,
 )
 from hatp.participant._protocol import Participant
@@ -24,6 +29,7 @@ from hatp.participant._server import ParticipantServer
 
 __all__ = [
     "Committed",
+    "NotUndoable",
     "Operation",
     "Participant",
     "ParticipantServer",
@@ -31,6 +37,8 @@ __all__ = [
     "Quoted",
     "Refuse",
     "Relay",
+    "Undo",
+    "Undoing",
     "Work",
     "change",
     "no_preview",

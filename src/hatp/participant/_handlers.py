@@ -37,12 +37,14 @@ from hatp.participant._operation import (
     Operation,
     Prepared,
     Refuse,
+    Undoing,
     Work,
     prepared_from_json,
     prepared_to_json,
 )
 from hatp.participant._receipts import Signer
 from hatp.participant._rules import check_preconditions, cost_problem, lease, renewed_lease
+from hatp.participant._undo import Original, claim, fee_problem, offer_for, open_original, settle
 from hatp.store import BranchRow, BranchStore
 
 Method = Literal["prepare", "commit", "abort", "compensate", "renew", "quote", "replace"]
@@ -117,6 +119,8 @@ class Call:
     fence: int
     request: Request
     plans: PlanCache = field(default_factory=PlanCache)
+    #: An undo branch's step, once :meth:`original_for` has locked it.
+    original: Original | None = None
 
     def save(self, **changes: Any) -> None:
         """Update the row; the fence only ever grows [PART-FENCE]."""
@@ -156,9 +160,19 @@ class Call:
                 operation=branch.operation,
             )
         prepared = None if self.row.prepared is None else prepared_from_json(self.row.prepared)
-        return operation, self.work(plan, branch, self.row.plan_digest, prepared)
+        undoing = None
+        if branch.undoes is not None:
+            undoing = self.original_for(branch, checking=False).undoing
+        return operation, self.work(plan, branch, self.row.plan_digest, prepared, undoing)
 
-    def work(self, plan: Plan, branch: Branch, plan_digest: str, prepared: Prepared | None) -> Work:
+    def work(
+        self,
+        plan: Plan,
+        branch: Branch,
+        plan_digest: str,
+        prepared: Prepared | None,
+        undoing: Undoing | None = None,
+    ) -> Work:
         return Work(
             self.conn,
             self.row.participant_id,
@@ -168,7 +182,28 @@ class Call:
             plan_digest,
             self.now,
             prepared,
+            undoing,
         )
+
+    def original_for(self, branch: Branch, *, checking: bool) -> Original:
+        """Lock the step the undo branch ``branch`` takes back; with ``checking`` (a
+        prepare or quote), refuse with :class:`Refuse` if it cannot be taken back now."""
+        self.original = open_original(
+            self.conn,
+            self.branches,
+            self.row.participant_id,
+            self.row,
+            branch,
+            self.plans,
+            self.now,
+            checking=checking,
+        )
+        return self.original
+
+    def settle_original(self, *, undone: bool) -> None:
+        """An undo branch committed (``undone``) or ended otherwise: mark its step."""
+        if self.original is not None:
+            settle(self.conn, self.branches, self.original, self.row, undone=undone)
 
     def conflict(self, why: str | None = None, rule: str = "PART-ORDER") -> OutcomeConflict:
         """Refuse a request that contradicts the branch's outcome (the caller flags it)."""
@@ -253,7 +288,6 @@ def place(
     next attempt [PART-REPLACE]. Either way the new vote replaces whatever
     the row held: state, receipt, lease, and any outcome.
     """
-    work = call.work(plan, branch, plan_digest, None)
     sign = call.signer()
     wire = call.request.plan_wire if call.request.plan is plan else None
     kept = {
@@ -265,6 +299,10 @@ def place(
     no = {"state": BranchState.REFUSED, "prepared": None, "lease_expires_at": None, **kept}
     try:
         with undone_on_refusal(call.conn):
+            undoing = None
+            if branch.undoes is not None:  # the step must be open to undo [PART-UNDO-ONCE]
+                undoing = call.original_for(branch, checking=True).undoing
+            work = call.work(plan, branch, plan_digest, None, undoing)
             prepared = operation.prepare(work)
     except Refuse as refusal:
         receipt = sign.prepare(
@@ -273,6 +311,8 @@ def place(
         call.save(prepare_receipt=receipt, **no)
         return receipt
     problem = cost_problem(branch, prepared.cost)
+    if problem is None and work.undoing is not None:
+        problem = fee_problem(prepared, work.undoing.offer)
     if problem is not None:
         operation.abort(replace(work, prepared=prepared))  # release what it placed [PART-COST]
         receipt = sign.prepare(
@@ -306,6 +346,8 @@ def place(
         lease_expires_at=lease_expires_at,
         **kept,
     )
+    if call.original is not None:
+        claim(call.conn, call.branches, call.original, call.row)
     call.plans.put(plan_digest, plan)
     return receipt
 
@@ -371,6 +413,7 @@ def _commit_prepared(call: Call) -> Result:
     if current is not None:
         check_preconditions(seen, current, source="target", **where)
     committed = operation.commit(work)
+    call.settle_original(undone=True)
     token = None
     if operation.tier is Tier.COMPENSATE:
         token = committed.undo_token or secrets.token_urlsafe(32)
@@ -381,6 +424,7 @@ def _commit_prepared(call: Call) -> Result:
         undo_token=token,
         effect=committed.effect,
         observed=committed.observed,
+        undo=offer_for(operation, work, committed, call.operations, call.now),
     )
     call.save(state=BranchState.COMMITTED, outcome_receipt=receipt, undo_token=token)
     return receipt
@@ -390,6 +434,7 @@ def release_expired(call: Call) -> dict[str, Any]:
     """Release a hold whose lease ended; store and return the abort receipt [PART-HOLD]."""
     operation, work = call.stored()
     operation.abort(work)
+    call.settle_original(undone=False)
     ended = None if call.row.lease_expires_at is None else format_time(call.row.lease_expires_at)
     receipt = call.signer().outcome(
         "abort",
@@ -482,6 +527,7 @@ def _abort_unprepared(call: Call) -> Result:
 def _abort_prepared(call: Call) -> Result:
     operation, work = call.stored()
     operation.abort(work)
+    call.settle_original(undone=False)
     receipt = call.signer().outcome("abort", call.row.plan_digest, BranchState.ABORTED)
     call.save(state=BranchState.ABORTED, outcome_receipt=receipt)
     return receipt
@@ -543,6 +589,12 @@ def _check_token(call: Call) -> str:
 
 def _compensate_committed(call: Call) -> Result:
     token = _check_token(call)
+    if call.row.undone_by is not None:
+        raise call.conflict(
+            f"branch {call.row.branch_id!r} of {call.row.txn_id!r} is being taken back by "
+            f"undo {call.row.undone_by}; compensate refused and flagged",
+            rule="PART-UNDO-ONCE",
+        )
     operation, work = call.stored()
     operation.compensate(work, token)
     receipt = call.signer().outcome("compensate", call.row.plan_digest, BranchState.COMPENSATED)
@@ -552,6 +604,12 @@ def _compensate_committed(call: Call) -> Result:
 
 def _compensate_repeat(call: Call) -> Result:
     _check_token(call)
+    if call.row.undone_by is not None:  # taken back by an undo transaction, not by this token
+        raise call.conflict(
+            f"branch {call.row.branch_id!r} of {call.row.txn_id!r} was taken back by undo "
+            f"{call.row.undone_by}; compensate refused and flagged",
+            rule="PART-UNDO-ONCE",
+        )
     return _stored_outcome(call)
 
 

@@ -26,9 +26,20 @@ from hatp.model import (
     Plan,
     Preconditions,
     Tier,
+    UndoOffer,
 )
 
-__all__ = ["Committed", "Operation", "Prepared", "Quoted", "Refuse", "Work"]
+__all__ = [
+    "Committed",
+    "NotUndoable",
+    "Operation",
+    "Prepared",
+    "Quoted",
+    "Refuse",
+    "Undo",
+    "Undoing",
+    "Work",
+]
 
 
 @dataclass(frozen=True)
@@ -49,6 +60,56 @@ class Work:
     plan_digest: str
     now: datetime
     prepared: Prepared | None
+    #: An undo branch: the committed step it takes back (``None`` for any other branch).
+    undoing: Undoing | None = None
+
+
+@dataclass(frozen=True)
+class Undoing:
+    """The committed step an undo branch takes back, as this participant committed it.
+
+    ``original`` is that step's work (its plan, branch and what its prepare
+    returned, on the undo's connection and clock); ``effect`` what its commit
+    receipt says it did; ``offer`` the undo offer that receipt signed;
+    ``undo_token`` the token a compensate-tier commit issued.
+    """
+
+    original: Work
+    offer: UndoOffer
+    effect: dict[str, Any]
+    undo_token: str | None
+
+
+@dataclass(frozen=True)
+class Undo:
+    """How a commit of an operation can be taken back, as :meth:`Operation.undo_terms`
+    declares it; signed into the commit receipt's ``undo`` [PART-UNDO-OFFER].
+
+    ``fee``: what the participant keeps for undoing (a cancellation fee).
+    ``refund``: the money the undo returns, before any fee (a refund or void).
+    ``undo_seconds``: how long from the commit the offer stands (``None``: no end).
+    ``args``: JSON the undo branch is sent.
+
+    Raises:
+        ValueError: ``undo_seconds`` is not positive, or ``args`` is not JSON.
+    """
+
+    fee: Amount | None = None
+    refund: Amount | None = None
+    undo_seconds: float | None = None
+    args: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.undo_seconds is not None and not self.undo_seconds > 0:
+            raise ValueError(f"undo_seconds must be positive, not {self.undo_seconds}")
+        _require_json(self.args, "Undo.args")
+
+
+@dataclass(frozen=True)
+class NotUndoable:
+    """A commit that cannot be taken back, and why (signed into its receipt)."""
+
+    reason: str
 
 
 @dataclass(frozen=True)
@@ -144,13 +205,17 @@ class Operation(ABC):
 
     Subclasses set ``name`` and ``tier`` as class attributes. A hold also sets
     ``max_lease_seconds`` (longest lease granted) and ``max_hold_seconds``
-    (the horizon, renewals included).
+    (the horizon, renewals included). ``inverse`` names the operation, offered by
+    the same participant, that takes a commit of this one back (a cancellation, a
+    refund): that operation then runs only in undo plans, with ``Work.undoing``
+    set, and :meth:`undo_terms` says on what terms [PART-UNDO-OFFER].
     """
 
     name: str
     tier: Tier
     max_lease_seconds: float = 1200.0
     max_hold_seconds: float = 1800.0
+    inverse: str | None = None
 
     @abstractmethod
     def prepare(self, work: Work) -> Prepared:
@@ -194,6 +259,19 @@ class Operation(ABC):
                 card needs the payer present); the lease stands, nothing is saved.
         """
         return None
+
+    def undo_terms(self, work: Work, committed: Committed) -> Undo | NotUndoable:
+        """Say, at commit, how this commit can be taken back and at what cost.
+
+        Runs in the commit's store transaction, after :meth:`commit`. The default:
+        on no terms (no fee, no end) when the operation has an ``inverse`` or is of
+        the compensate tier (undone with its token); otherwise not undoable.
+        """
+        if self.inverse is not None or self.tier is Tier.COMPENSATE:
+            return Undo()
+        if self.tier is Tier.FINAL:
+            return NotUndoable(f"{self.name} is final and declares no refund or void")
+        return NotUndoable(f"{self.name} declares no inverse operation")
 
     def preconditions(self, work: Work) -> Preconditions | None:
         """Re-read the targets at commit; ``None`` (the default) skips the re-read."""

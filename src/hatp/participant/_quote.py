@@ -9,13 +9,11 @@ is remembered [PART-FENCE].
 
 from __future__ import annotations
 
-from sqlalchemy import Connection
-
 from hatp import _checks
-from hatp.model import BranchState, Tier
+from hatp.model import Branch, BranchState, Plan, Tier
 from hatp.participant._effects import no_preview
 from hatp.participant._handlers import Call, Handler, Result
-from hatp.participant._operation import Operation, Quoted, Refuse, Work
+from hatp.participant._operation import Operation, Quoted, Refuse
 from hatp.participant._rules import hold_terms, valid_until
 
 
@@ -24,7 +22,7 @@ def _quote(call: Call) -> Result:
     if req.plan is None or req.branch is None or req.operation is None or req.plan_digest is None:
         raise TypeError("quote needs the plan, branch, operation and digest")
     operation = req.operation
-    quoted = _ask(call.conn, operation, call.work(req.plan, req.branch, req.plan_digest, None))
+    quoted = _ask(call, operation, req.plan, req.branch, req.plan_digest)
     lease_seconds = hold_seconds = None
     if operation.tier is Tier.HOLD:
         lease_seconds, hold_seconds = hold_terms(operation)
@@ -39,11 +37,15 @@ def _quote(call: Call) -> Result:
     )
 
 
-def _ask(conn: Connection, operation: Operation, work: Work) -> Quoted:
-    """The operation's quote; whatever it wrote is rolled back [PART-QUOTE]."""
-    savepoint = conn.begin_nested()
+def _ask(call: Call, operation: Operation, plan: Plan, branch: Branch, plan_digest: str) -> Quoted:
+    """The operation's quote; whatever it wrote is rolled back [PART-QUOTE]. An undo
+    branch whose step cannot be taken back now quotes nothing: its prepare votes no."""
+    savepoint = call.conn.begin_nested()
     try:
-        quoted = operation.quote(work)
+        undoing = None
+        if branch.undoes is not None:
+            undoing = call.original_for(branch, checking=True).undoing
+        quoted = operation.quote(call.work(plan, branch, plan_digest, None, undoing))
     except Refuse:
         quoted = None  # a quote never votes: the prepare will
     finally:

@@ -24,6 +24,7 @@ from hatp.model import (
     Quote,
     RenewReceipt,
     Tier,
+    UndoOffer,
     Vote,
 )
 from hatp.version import PROTOCOL_VERSION
@@ -132,8 +133,10 @@ class Signer:
         undo_token: str | None = None,
         effect: dict[str, Any] | None = None,
         observed: ObservedEffect | None = None,
+        undo: UndoOffer | None = None,
     ) -> dict[str, Any]:
-        """Return a signed OutcomeReceipt (its wire dict)."""
+        """Return a signed OutcomeReceipt (its wire dict); ``undo`` (a commit's offer)
+        is written only when given."""
         body = {
             **self._head(kind, plan_digest),
             "outcome": outcome.value,
@@ -142,6 +145,8 @@ class Signer:
             "observed": None if observed is None else observed.to_wire(),
             "time": format_time(self.now),
         }
+        if undo is not None:
+            body["undo"] = undo.to_wire()
         signed = sign(body, self.key)
         OutcomeReceipt.model_validate(signed)
         return signed

@@ -14,7 +14,7 @@ from typing import Any
 from hatp import _checks
 from hatp.clock import format_time, parse_time
 from hatp.errors import PlanInvalid, PreconditionChanged
-from hatp.model import Amount, Branch, Plan, Preconditions
+from hatp.model import COMPENSATION, Amount, Branch, Plan, Preconditions
 from hatp.participant._operation import Operation
 
 
@@ -25,7 +25,8 @@ def check_plan(
 
     Raises:
         PlanInvalid: reason ``SHAPE`` (no such branch), ``UNKNOWN_PARTICIPANT``,
-            ``UNKNOWN_OPERATION`` or ``TIER_MISMATCH``.
+            ``UNKNOWN_OPERATION``, ``UNDO_ONLY`` (an undo operation outside an undo
+            plan) or ``TIER_MISMATCH``.
     """
     where = {"txn_id": plan.txn_id, "branch_id": branch_id}
     # A missing branch or operation leaves nothing to run: no switch for these.
@@ -59,6 +60,15 @@ def check_plan(
             operation=branch.operation,
             **where,
         )
+    if branch.undoes is None and _undo_only(operation, operations) and _checks.is_on("PART-PLAN"):
+        raise PlanInvalid(
+            "UNDO_ONLY",
+            f"{branch.operation} takes back a committed step: it runs only in an undo plan "
+            "(build one with the coordinator's undo)",
+            where=f"/branches/{index}/operation",
+            operation=branch.operation,
+            **where,
+        )
     if branch.tier is not operation.tier and _checks.is_on("PART-PLAN"):
         raise PlanInvalid(
             "TIER_MISMATCH",
@@ -69,6 +79,14 @@ def check_plan(
             **where,
         )
     return branch, operation
+
+
+def _undo_only(operation: Operation, operations: Mapping[str, Operation]) -> bool:
+    """Whether ``operation`` runs only in undo branches: the built-in compensation, or
+    another operation's declared inverse."""
+    return operation.name == COMPENSATION or any(
+        other.inverse == operation.name for other in operations.values()
+    )
 
 
 def cost_problem(branch: Branch, cost: Amount | None) -> str | None:

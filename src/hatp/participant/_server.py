@@ -15,12 +15,21 @@ from hatp._faults import fault_point
 from hatp.clock import Clock, format_time
 from hatp.errors import HatpError, OutcomeConflict, StaleFence
 from hatp.evidence import SigningKey, digest
-from hatp.model import Branch, BranchState, BranchStatus, Plan, Preconditions, Tier
+from hatp.model import (
+    COMPENSATION,
+    Branch,
+    BranchState,
+    BranchStatus,
+    Plan,
+    Preconditions,
+    Tier,
+)
 from hatp.participant import _handlers as handlers
 from hatp.participant._operation import Operation
 from hatp.participant._quote import QUOTE
 from hatp.participant._replace import REPLACE
 from hatp.participant._rules import check_plan
+from hatp.participant._undo import Compensation
 from hatp.store import BranchStore, Store
 
 __all__ = ["ParticipantServer"]
@@ -40,7 +49,8 @@ class ParticipantServer:
     Database work runs in a worker thread, so the event loop never blocks on it.
 
     Raises:
-        ValueError: two operations share a name, or an operation has no name or tier.
+        ValueError: two operations share a name, an operation has no name or tier, is
+            named ``hatp.compensate`` (reserved), or names an inverse not offered.
         TypeError: a compensate-tier operation does not override ``compensate``.
     """
 
@@ -391,4 +401,13 @@ def _by_name(operations: Iterable[Operation]) -> dict[str, Operation]:
         if operation.tier is Tier.COMPENSATE and type(operation).compensate is Operation.compensate:
             raise TypeError(f"compensate-tier operation {name!r} must override compensate()")
         found[name] = operation
+    if COMPENSATION in found:
+        raise ValueError(f"the operation name {COMPENSATION!r} is reserved for undoing")
+    for name, operation in found.items():
+        if operation.inverse is not None and operation.inverse not in found:
+            raise ValueError(
+                f"operation {name!r} names inverse {operation.inverse!r}, which is not offered"
+            )
+    # Every participant can take back its compensate-tier commits [PART-UNDO-OFFER].
+    found[COMPENSATION] = Compensation(found)
     return found

@@ -12,7 +12,8 @@ approver page's sign-in challenges, sessions and passkey invitations;
 :class:`GateAsks` the asks a tool server made of the gateway itself, for
 calls that came without an approval (one open ask per call and requester);
 :class:`AskChanges` hears, on PostgreSQL, the asks other processes write;
-:class:`Outbox` keeps the gateway's notices over push channels until they are sent.
+:class:`Outbox` keeps the gateway's notices over push channels until they are sent;
+the log's undo journal (:class:`UndoClaim`) says which undo takes back each step.
 Each database records its schema revision: :func:`open_store` creates a
 fresh one and refuses one behind (:func:`upgrade_store`, ``hatp db upgrade``,
 brings it up; :func:`schema_status` reports it). Async code calls a store
@@ -25,6 +26,7 @@ from hatp.store._branches import BranchRow, BranchStore
 from hatp.store._changes import AskChanges
 from hatp.store._engine import Store, open_store, schema_status, upgrade_store
 from hatp.store._gate_asks import GateAsk, GateAsks
+from hatp.store._journal import UndoClaim
 from hatp.store._leases import LeaseBook, LeaseRow, LeaseStatus
 from hatp.store._log import DecisionLog, TxnRow
 from hatp.store._migrate import Found, Migrations, SchemaStatus
@@ -60,6 +62,7 @@ __all__ = [
     "Store",
     "StoreLimits",
     "TxnRow",
+    "UndoClaim",
     "UseOutcome",
     "UsedApproval",
     "UsedApprovals",

@@ -53,6 +53,9 @@ class BranchRow:
     undo_token: str | None = None
     lease_expires_at: datetime | None = None
     flags: tuple[str, ...] = ()
+    #: ``<txnId>/<branchId>`` of the undo branch taking this committed step back
+    #: (claimed at its prepare, kept once it commits, cleared if it aborts).
+    undone_by: str | None = None
 
     def _key(self) -> tuple[str, str, str]:
         return self.participant_id, self.txn_id, self.branch_id
@@ -76,6 +79,7 @@ class BranchRow:
             if row.lease_expires_at is None
             else from_ms(row.lease_expires_at),
             flags=tuple(load_json(row.flags)),
+            undone_by=row.undone_by,
         )
 
     def _values(self) -> dict[str, Any]:
@@ -128,6 +132,7 @@ _ENCODE: dict[str, Callable[[Any], Any]] = {
     "undo_token": _plain,
     "lease_expires_at": _optional_ms,
     "flags": _flags,
+    "undone_by": _plain,
 }
 _KEYS = ("participant_id", "txn_id", "branch_id")
 _CHANGEABLE = tuple(name for name in _ENCODE if name not in _KEYS)
@@ -233,6 +238,15 @@ class BranchStore:
         """
         with self._store.read_session() as session:
             row = session.execute(_GET, _key(participant_id, txn_id, branch_id)).first()
+        return None if row is None else BranchRow._from_row(row)
+
+    def read(
+        self, conn: sa.Connection, participant_id: str, txn_id: str, branch_id: str
+    ) -> BranchRow | None:
+        """Return the branch's row as the caller's transaction sees it (``None``: never
+        written); locks nothing."""
+        session = DriverSession.of(conn)
+        row = session.execute(_GET, _key(participant_id, txn_id, branch_id)).first()
         return None if row is None else BranchRow._from_row(row)
 
     def expired_holds(

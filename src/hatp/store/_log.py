@@ -24,6 +24,7 @@ from hatp.evidence import digest_bytes
 from hatp.model.txn import Decision, TxnState
 from hatp.store._driver import INTEGRITY_ERRORS, DriverSession
 from hatp.store._engine import Store, insert_or_ignore
+from hatp.store._journal import UndoClaim, claim_steps, claims_of
 from hatp.store._schema import (
     dump_json,
     from_ms,
@@ -102,16 +103,21 @@ class DecisionLog:
         now: datetime,
         lease_seconds: float,
         events: Sequence[dict[str, Any]],
+        claims: tuple[str, Sequence[str]] | None = None,
     ) -> int:
         """Log a new transaction, leased to ``owner``, with its first record events.
 
-        The row starts in state ``active`` with no decision and fence 1.
+        The row starts in state ``active`` with no decision and fence 1. An undo
+        transaction passes ``claims``, ``(originalTxnId, stepIds)``: the steps it
+        takes back are claimed for it in the same database transaction [UNDO-CLAIM].
 
         Returns:
             The fence of the new lease (always 1).
 
         Raises:
             OutcomeConflict: ``txn_id`` is already in the log; nothing was written.
+            UndoRefused: ``ALREADY_UNDONE`` or ``UNDO_PENDING``: another undo holds a
+                step's claim; nothing was written.
             RecordInvalid: an event has no integer ``seq``.
             StoreUnavailable: the database failed; nothing was written.
         """
@@ -138,7 +144,18 @@ class DecisionLog:
                     txn_id=txn_id,
                 )
             session.executemany(_INSERT_EVENT, rows)
+            if claims is not None:
+                claim_steps(session, txn_id, claims[0], claims[1], at)
         return 1
+
+    def undo_claims(self, txn_id: str) -> dict[str, UndoClaim]:
+        """Return the undo journal's claims on the steps of ``txn_id``, by step id.
+
+        Raises:
+            StoreUnavailable: the database failed.
+        """
+        with self._store.read_session() as session:
+            return claims_of(session, txn_id)
 
     def append(
         self,

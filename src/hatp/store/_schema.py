@@ -71,6 +71,7 @@ branch = sa.Table(
     sa.Column("undo_token", sa.Text, nullable=True),
     sa.Column("lease_expires_at", sa.BigInteger, nullable=True),
     sa.Column("flags", sa.Text, nullable=False),  # canonical JSON array of notes
+    sa.Column("undone_by", sa.Text, nullable=True),  # <txnId>/<branchId> of the undo branch
     sa.Index("ix_hatp_branch_expiry", "participant_id", "state", "lease_expires_at"),
 )
 
@@ -157,6 +158,18 @@ outbox = sa.Table(
     sa.Column("link_used_at", sa.BigInteger, nullable=True),  # its single-use link, once opened
     sa.Index("ix_hatp_outbox_due", "state", "next_at"),
     sa.Index("ix_hatp_outbox_ask", "ask_id"),
+)
+
+#: The coordinator's undo journal: which undo transaction takes back each committed step
+#: of a transaction, written in the same store transaction as the undo's plan.
+undo_claim = sa.Table(
+    "hatp_undo_claim",
+    metadata,
+    sa.Column("txn_id", sa.Text, primary_key=True),  # the original transaction
+    sa.Column("branch_id", sa.Text, primary_key=True),  # its committed step
+    sa.Column("undo_txn_id", sa.Text, nullable=False),  # the undo transaction taking it back
+    sa.Column("claimed_at", sa.BigInteger, nullable=False),
+    sa.Index("ix_hatp_undo_claim_undo", "undo_txn_id"),
 )
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)

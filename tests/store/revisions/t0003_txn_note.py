@@ -7,7 +7,7 @@ drop would cascade to every record event were foreign keys on). Plus an index
 on the gateway's asks by transaction and state.
 
 Revision ID: t0003
-Revises: 0003
+Revises: 0004
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "t0003"
-down_revision = "0003"
+down_revision = "0004"
 branch_labels = None
 depends_on = None
 
