@@ -20,7 +20,7 @@ from typing import Annotated, Any, Final, Literal
 from pydantic import Field, StrictBool, StrictInt, StringConstraints, model_validator
 
 from hatp.clock import format_time, parse_time
-from hatp.coordinator import ApprovalRequest, Coordinator, Outcome
+from hatp.coordinator import ApprovalRequest, Coordinator, Outcome, UndoOptions
 from hatp.directory import Directory
 from hatp.errors import AskInvalid
 from hatp.model import Status, TxnState, WireModel, WireTime, parse_plan
@@ -460,7 +460,7 @@ async def undo_answer(
         OutcomeConflict: a transaction with ``undoTxnId`` is already in the log.
         PlanInvalid, StoreUnavailable: as :meth:`~hatp.coordinator.Coordinator.begin`.
     """
-    options: dict[str, Any] = {
+    options: UndoOptions = {
         "steps": params.steps,
         "differing": params.differing,
         "undo_txn_id": params.undo_txn_id,

@@ -6,98 +6,18 @@ code, its reason and its message on stderr with exit 2."""
 
 from __future__ import annotations
 
-import asyncio
 import json
-import select
-import signal
 import socket
-import subprocess
-import sys
-import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
 from typer.testing import CliRunner, Result
 
+from cli.served_demo import Demo
 from hatp.cli import app
-from hatp.http import CoordinatorClient
 
-#: How long starting the server, a transaction's run, and stopping may each take, at most.
-BOUND = 60.0
-SERVE = "from hatp.cli import main; main()"
 #: The trip's committed steps; the calendar event (compensate tier) can always be taken back.
 STEPS = {"seat", "room", "calendar", "charge"}
-
-
-class Demo:
-    """A running ``hatp serve --demo``: its URL and its world's folder."""
-
-    def __init__(self, url: str, folder: Path) -> None:
-        self.url = url
-        self.folder = folder
-
-    def plan_file(self, txn_id: str, to: Path) -> Path:
-        """The demo's trip plan under another ``txnId``, written to ``to``."""
-        plan = json.loads((self.folder / "trip-plan.json").read_text(encoding="utf-8"))["plan"]
-        to.write_text(json.dumps({**plan, "txnId": txn_id}), encoding="utf-8")
-        return to
-
-    def finished(self, txn_id: str) -> str:
-        """Wait (bounded) until the transaction is committed or aborted; its state."""
-
-        async def go() -> str:
-            async with CoordinatorClient(self.url) as client:
-                start = time.monotonic()
-                while (state := (await client.state(txn_id))["state"]) not in (
-                    "committed",
-                    "aborted",
-                ):
-                    if time.monotonic() - start > BOUND:
-                        raise AssertionError(f"{txn_id} not finished within {BOUND:g} s: {state}")
-                    await asyncio.sleep(0.05)
-                return str(state)
-
-        return asyncio.run(go())
-
-
-def _serving(folder: Path, db: str) -> Iterator[Demo]:
-    process = subprocess.Popen(
-        [sys.executable, "-c", SERVE, "serve", "--demo", "--port", "0",
-         "--demo-folder", str(folder / "demo"), "--db", db],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        stdin=subprocess.DEVNULL,
-    )  # fmt: skip
-    try:
-        assert process.stdout is not None
-        ready, _, _ = select.select([process.stdout], [], [], BOUND)
-        url = process.stdout.readline().decode().strip() if ready else ""
-        assert url.startswith("http://127.0.0.1:"), f"hatp serve did not start: {url!r}"
-        yield Demo(url, folder / "demo")
-    finally:
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(BOUND)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        if process.stdout is not None:
-            process.stdout.close()
-
-
-@pytest.fixture
-def demo(tmp_path: Path, store_url: str) -> Iterator[Demo]:
-    """``hatp serve --demo`` on the parametrized store (SQLite and PostgreSQL)."""
-    yield from _serving(tmp_path, store_url)
-
-
-@pytest.fixture
-def demo_sqlite(tmp_path: Path) -> Iterator[Demo]:
-    """``hatp serve --demo`` on a SQLite file (for what the store does not change)."""
-    yield from _serving(tmp_path, str(tmp_path / "serve.db"))
 
 
 def _hatp(*argv: str) -> Result:
@@ -108,7 +28,7 @@ def _committed(demo: Demo, txn_id: str, folder: Path) -> None:
     submitted = _hatp("txn", "submit", str(demo.plan_file(txn_id, folder / f"{txn_id}.json")),
                       "--server", demo.url)  # fmt: skip
     assert submitted.exit_code == 0, submitted.stderr
-    assert demo.finished(txn_id) == "committed"
+    assert demo.finished(txn_id) == {txn_id: "committed"}
 
 
 def _refused(done: Result, code: str, reason: str | None) -> str:
@@ -197,7 +117,7 @@ def test_an_undo_begun_from_the_cli_is_approved_and_commits_UNDO_CLI(
     assert undo_id.startswith("trip-undo-cli.undo-")
     assert state in ("active", "committing", "committed")
     assert "taking back calendar" in begun.stderr
-    assert demo.finished(undo_id) == "committed"
+    assert demo.finished(undo_id) == {undo_id: "committed"}
 
     again = _hatp("txn", "undo", "trip-undo-cli", "-s", url, "--step", "calendar")
     assert "ALREADY_UNDONE (step calendar): " in _refused(again, "UNDO_REFUSED", "ALREADY_UNDONE")
@@ -207,7 +127,7 @@ def test_an_undo_begun_from_the_cli_is_approved_and_commits_UNDO_CLI(
     answer = json.loads(rest.stdout)
     assert set(answer) == {"txnId", "state", "plan"}
     assert "calendar" not in [b["branchId"] for b in answer["plan"]["branches"]]
-    assert demo.finished(answer["txnId"]) == "committed"
+    assert demo.finished(answer["txnId"]) == {answer["txnId"]: "committed"}
     nothing = _hatp("txn", "undo", "trip-undo-cli", "-s", url, "--dry-run")
     assert "trip-undo-cli" in _refused(nothing, "UNDO_REFUSED", "NOTHING_TO_UNDO")
 

@@ -58,6 +58,12 @@ def test_the_advert_names_the_participant_its_operations_their_limits_and_its_ke
             "hold_seat": {"tier": "hold", "maxLeaseSeconds": 600.0, "maxHoldSeconds": 900.0},
             "add_event": {"tier": "compensate"},
             "charge_card": {"tier": "final"},
+            # Every participant takes back its compensate-tier steps (§28 [PART-UNDO-OFFER]).
+            "hatp.compensate": {
+                "tier": "hold",
+                "maxLeaseSeconds": 1200.0,
+                "maxHoldSeconds": 1800.0,
+            },
         },
         "keys": [KEY.public.to_jwk()],
     }

@@ -35,6 +35,7 @@ from hatp.cli._app import (
 from hatp.errors import ConfigInvalid, HatpError
 
 if TYPE_CHECKING:
+    from hatp._undo_ask import UndoAsk
     from hatp.http import CoordinatorClient
 
 # hatp.http (the client, httpx2) and the evidence layer load when a command runs.
@@ -224,7 +225,7 @@ def undo(
     before anything is taken back (then all of it is, or none); this prints
     its txnId and state: follow it with hatp txn status.
     """
-    options: dict[str, Any] = {
+    options: UndoAsk = {
         "steps": steps or None,
         "differing": differing,
         "decide_seconds": decide_in,

@@ -13,6 +13,7 @@ from hatp.coordinator._coordinator import Coordinator, Outcome
 from hatp.coordinator._gateway import ApprovalRequest, Gateway, GatewayRoutes, gateway_for
 from hatp.coordinator._observer import EffectObserver, TxnObserver, UndoObserver
 from hatp.coordinator._recovery import Recovery, RecoveryStats
+from hatp.coordinator._undo import UndoOptions
 
 __all__ = [
     "ApprovalRequest",
@@ -25,5 +26,6 @@ __all__ = [
     "RecoveryStats",
     "TxnObserver",
     "UndoObserver",
+    "UndoOptions",
     "gateway_for",
 ]

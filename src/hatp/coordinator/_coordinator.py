@@ -25,10 +25,10 @@ import logging
 import os
 import socket
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any
+from typing import Any, Unpack
 
 from hatp._faults import fault_point
 from hatp.clock import Clock
@@ -39,11 +39,10 @@ from hatp.coordinator._observer import TxnObserver, tell, tell_effects, tell_und
 from hatp.coordinator._phase1 import Phase1
 from hatp.coordinator._phase2 import Phase2
 from hatp.coordinator._txn import TxnRun
-from hatp.coordinator._undo import DEFAULT_DECIDE_SECONDS, UndoPlanner
+from hatp.coordinator._undo import UndoOptions, UndoPlanner
 from hatp.errors import PlanInvalid, StaleFence, StoreUnavailable, UndoRefused
 from hatp.evidence import Keyring, RecordWriter, SigningKey, digest
 from hatp.model import (
-    ApprovalGroup,
     Decision,
     Plan,
     TxnEvent,
@@ -244,19 +243,11 @@ class Coordinator:
         run = await self._create(plan)
         return asyncio.get_running_loop().create_task(self._drive(run))
 
-    async def plan_undo(
-        self,
-        txn_id: str,
-        *,
-        steps: Sequence[str] | None = None,
-        differing: bool = False,
-        undo_txn_id: str | None = None,
-        initiator: str | None = None,
-        decide_seconds: float = DEFAULT_DECIDE_SECONDS,
-        approvals: Sequence[ApprovalGroup] | None = None,
-    ) -> Plan:
+    async def plan_undo(self, txn_id: str, **options: Unpack[UndoOptions]) -> Plan:
         """Build, and do not begin, the plan that takes back a committed transaction's
-        steps, from the journal of what each step offered (docs/spec.md §28 [UNDO-PLAN]).
+        steps, from the journal of what each step offered (docs/spec.md §28 [UNDO-PLAN]);
+        ``options`` (:class:`~hatp.coordinator.UndoOptions`): which steps, who approves,
+        by when.
 
         Its ``undoes`` is this coordinator's signed reference to the original record's
         head, with each step it leaves and why; each branch names the step it undoes,
@@ -266,20 +257,13 @@ class Coordinator:
         Raises:
             TransactionUnknown: no such transaction in the log.
             UndoRefused: the steps cannot be taken back (``data.reason``); nothing was written.
+            PlanInvalid: ``approvals`` or ``initiator`` make no valid plan.
             StoreUnavailable: the log could not be read.
         """
-        build = functools.partial(
-            self._undo.build,
-            txn_id,
-            steps=steps,
-            differing=differing,
-            undo_txn_id=undo_txn_id,
-            initiator=initiator,
-            decide_seconds=decide_seconds,
-            approvals=approvals,
-        )
         try:
-            plan = await self._log.store.call(build)
+            plan = await self._log.store.call(
+                functools.partial(self._undo.build, txn_id, **options)
+            )
         except UndoRefused as refused:
             self._refused_undo(refused)
             raise
@@ -293,35 +277,16 @@ class Coordinator:
         )
         return plan
 
-    async def undo(
-        self,
-        txn_id: str,
-        *,
-        steps: Sequence[str] | None = None,
-        differing: bool = False,
-        undo_txn_id: str | None = None,
-        initiator: str | None = None,
-        decide_seconds: float = DEFAULT_DECIDE_SECONDS,
-        approvals: Sequence[ApprovalGroup] | None = None,
-    ) -> asyncio.Task[Outcome]:
-        """Build the undo plan of a committed transaction (:meth:`plan_undo`) and begin it
-        as a transaction of its own: nothing is taken back until people approve it and
-        every branch votes yes; then all of it is, or none [UNDO-RUN].
+    async def undo(self, txn_id: str, **options: Unpack[UndoOptions]) -> asyncio.Task[Outcome]:
+        """Build the undo plan of a committed transaction (:meth:`plan_undo`, with the same
+        ``options``) and begin it as a transaction of its own: nothing is taken back until
+        people approve it and every branch votes yes; then all of it is, or none [UNDO-RUN].
 
         Raises:
-            TransactionUnknown, UndoRefused, StoreUnavailable: as :meth:`plan_undo` and
-                :meth:`begin`; nothing was begun.
+            TransactionUnknown, UndoRefused, PlanInvalid, StoreUnavailable: as
+                :meth:`plan_undo` and :meth:`begin`; nothing was begun.
         """
-        plan = await self.plan_undo(
-            txn_id,
-            steps=steps,
-            differing=differing,
-            undo_txn_id=undo_txn_id,
-            initiator=initiator,
-            decide_seconds=decide_seconds,
-            approvals=approvals,
-        )
-        return await self.begin(plan)
+        return await self.begin(await self.plan_undo(txn_id, **options))
 
     def undo_claims(self, txn_id: str) -> dict[str, UndoClaim]:
         """Return the journal's claims on the steps of ``txn_id``: which undo transaction

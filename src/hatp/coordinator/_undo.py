@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from pydantic import ValidationError
 
@@ -51,10 +51,31 @@ from hatp.model import (
 from hatp.store import DecisionLog, UndoClaim
 from hatp.version import PROTOCOL_VERSION
 
-__all__ = ["UndoPlanner", "committed_steps"]
+__all__ = ["UndoOptions", "UndoPlanner", "committed_steps"]
 
 #: How long people have to approve an undo plan, unless the caller says.
 DEFAULT_DECIDE_SECONDS = 1800.0
+
+
+class UndoOptions(TypedDict, total=False):
+    """How an undo plan is built (:meth:`UndoPlanner.build`); every member optional.
+
+    ``steps``: the step ids to take back (default: every step that can be).
+    ``differing``: only the steps that committed other than their approved preview
+    [COORD-EFFECT] (with ``steps``: those of them named). ``undo_txn_id``: the undo
+    transaction's id (default: the original's, with ``.undo-`` and eight random hex
+    digits). ``initiator``: the agent asking (default: the original's initiator).
+    ``decide_seconds``: how long people have to approve it (default 1800).
+    ``approvals``: who approves it (default: the original's groups, each without its
+    declared amount; required when it had none).
+    """
+
+    steps: Sequence[str] | None
+    differing: bool
+    undo_txn_id: str | None
+    initiator: str | None
+    decide_seconds: float
+    approvals: Sequence[ApprovalGroup] | None
 
 
 @dataclass(frozen=True)
@@ -108,30 +129,10 @@ class UndoPlanner:
         self._log = log
         self._clock = clock
 
-    def build(
-        self,
-        txn_id: str,
-        *,
-        steps: Sequence[str] | None = None,
-        differing: bool = False,
-        undo_txn_id: str | None = None,
-        initiator: str | None = None,
-        decide_seconds: float = DEFAULT_DECIDE_SECONDS,
-        approvals: Sequence[ApprovalGroup] | None = None,
-    ) -> Plan:
-        """Build the plan that takes back ``txn_id``'s steps (runs on the store: from async
-        code, call it through ``log.store.call``).
-
-        Args:
-            steps: the step ids to take back (default: every step that can be).
-            differing: only the steps that committed other than their approved
-                preview [COORD-EFFECT] (with ``steps``: those of them named).
-            undo_txn_id: the undo transaction's id (default: the original's, with
-                ``.undo-`` and eight random hex digits).
-            initiator: the agent asking (default: the original's initiator).
-            decide_seconds: how long people have to approve it.
-            approvals: who approves it (default: the original's groups, each
-                without its declared amount; required when it had none).
+    def build(self, txn_id: str, **options: Unpack[UndoOptions]) -> Plan:
+        """Build the plan that takes back ``txn_id``'s steps, as ``options`` say
+        (:class:`UndoOptions`) (runs on the store: from async code, call it through
+        ``log.store.call``).
 
         Raises:
             TransactionUnknown: no such transaction in the log.
@@ -141,6 +142,8 @@ class UndoPlanner:
                 nothing was written.
             PlanInvalid: ``approvals`` or ``initiator`` make no valid plan.
         """
+        steps, approvals = options.get("steps"), options.get("approvals")
+        decide_seconds = options.get("decide_seconds", DEFAULT_DECIDE_SECONDS)
         row = self._log.get(txn_id)
         if row.state is not TxnState.COMMITTED:
             raise _refused(
@@ -153,7 +156,9 @@ class UndoPlanner:
         original = parse_plan(row.plan)
         events = self._log.events(txn_id)
         found = committed_steps(original, events)
-        wanted = self._wanted(txn_id, found, events, steps, differing=differing)
+        wanted = self._wanted(
+            txn_id, found, events, steps, differing=options.get("differing", False)
+        )
         claims = self._log.undo_claims(txn_id)
         now = self._clock.now()
         chosen: list[Step] = []
@@ -185,12 +190,12 @@ class UndoPlanner:
                 "approves this undo (approvals)",
                 txn_id,
             )
-        undo_id = undo_txn_id or f"{txn_id[:110]}.undo-{secrets.token_hex(4)}"
+        undo_id = options.get("undo_txn_id") or f"{txn_id[:110]}.undo-{secrets.token_hex(4)}"
         reference = self._reference(txn_id, str(row.head), kept)
         plan = {
             "hatpVersion": PROTOCOL_VERSION,
             "txnId": undo_id,
-            "initiator": initiator or original.initiator,
+            "initiator": options.get("initiator") or original.initiator,
             "onBehalfOf": original.on_behalf_of,
             "branches": [_undo_branch(txn_id, s, chosen, original) for s in _reversed(chosen)],
             "approvals": [g.to_wire() for g in approvals or _consent(original)],

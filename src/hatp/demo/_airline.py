@@ -30,6 +30,7 @@ from hatp.demo._ledger import (
     Seed,
     Service,
     cancellation_effect,
+    cancellation_fee,
     cancellations_table,
     cancelled_step,
     held_cost,
@@ -40,6 +41,7 @@ from hatp.demo._ledger import (
     offer_seconds,
     pending_cancellation,
     settle_cancellation,
+    take_cancellation,
     text_arg,
     undoing,
     write_line,
@@ -277,22 +279,10 @@ class CancelSeat(Operation):
         )
 
     def commit(self, work: Work) -> Committed:
-        row = pending_cancellation(work, cancellations)
-        freed = None
-        if row is not None:
-            key = {"k_txn_id": row.original_txn_id, "k_branch_id": row.original_branch_id}
-            freed = work.conn.execute(_CANCEL, key).one_or_none()
-        if row is None or freed is None:
-            raise OutcomeConflict(
-                f"cannot cancel: no seat is held for cancellation by "
-                f"{work.txn_id}/{work.branch.branch_id}",
-                state=None,
-                requested="commit",
-            )
+        row, freed = take_cancellation(work, cancellations, _CANCEL, "seat")
         settle_cancellation(work, cancellations, "cancelled")
         flight, seat = str(freed.flight), str(freed.seat)
-        fee = None if work.prepared is None else work.prepared.cost
-        kept = "no fee" if fee is None else f"fee {fee} kept"
+        fee, kept = cancellation_fee(work)
         log(work, ledger, "cancelled", f"seat {seat} on {flight} of {row.original_txn_id}, {kept}")
         return Committed(
             effect={

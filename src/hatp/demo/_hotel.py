@@ -32,6 +32,7 @@ from hatp.demo._ledger import (
     Seed,
     Service,
     cancellation_effect,
+    cancellation_fee,
     cancellations_table,
     cancelled_step,
     held_cost,
@@ -43,6 +44,7 @@ from hatp.demo._ledger import (
     offer_seconds,
     pending_cancellation,
     settle_cancellation,
+    take_cancellation,
     text_arg,
     undoing,
 )
@@ -295,24 +297,12 @@ class CancelRoom(Operation):
         )
 
     def commit(self, work: Work) -> Committed:
-        row = pending_cancellation(work, cancellations)
-        stay = None
-        if row is not None:
-            key = {"k_txn_id": row.original_txn_id, "k_branch_id": row.original_branch_id}
-            stay = work.conn.execute(_CANCEL, key).one_or_none()
-        if row is None or stay is None:
-            raise OutcomeConflict(
-                f"cannot cancel: no booking is held for cancellation by "
-                f"{work.txn_id}/{work.branch.branch_id}",
-                state=None,
-                requested="commit",
-            )
+        row, stay = take_cancellation(work, cancellations, _CANCEL, "booking")
         start = date.fromisoformat(stay.check_in)
         dates = [(start + timedelta(days=n)).isoformat() for n in range(stay.nights)]
         work.conn.execute(_GIVE_BACK, {"k_hotel": stay.hotel, "k_nights": dates})
         settle_cancellation(work, cancellations, "cancelled")
-        fee = None if work.prepared is None else work.prepared.cost
-        kept = "no fee" if fee is None else f"fee {fee} kept"
+        fee, kept = cancellation_fee(work)
         log(work, ledger, "cancelled", f"{row.what} of {row.original_txn_id}, {kept}")
         original = undoing(work).original
         return Committed(

@@ -27,6 +27,7 @@ from sqlalchemy import (
     Column,
     ColumnElement,
     Connection,
+    Executable,
     Insert,
     Integer,
     MetaData,
@@ -287,6 +288,37 @@ def hold_cancellation(work: Work, table: Table, what: str, fee: Amount | None) -
 def pending_cancellation(work: Work, table: Table) -> Row[Any] | None:
     """The undo branch's pending cancellation row, or ``None`` (never held, or settled)."""
     return work.conn.execute(_pending(table), _branch_key(work)).one_or_none()
+
+
+def take_cancellation(
+    work: Work, table: Table, statement: Executable, what: str
+) -> tuple[Row[Any], Row[Any]]:
+    """The undo branch's pending cancellation, and the row ``statement`` (keyed by the step
+    it cancels: ``k_txn_id``, ``k_branch_id``) returns as it frees what was held.
+
+    Raises:
+        OutcomeConflict: no ``what`` is held for cancellation by this undo branch.
+    """
+    row = pending_cancellation(work, table)
+    freed = None
+    if row is not None:
+        key = {"k_txn_id": row.original_txn_id, "k_branch_id": row.original_branch_id}
+        freed = work.conn.execute(statement, key).one_or_none()
+    if row is None or freed is None:
+        raise OutcomeConflict(
+            f"cannot cancel: no {what} is held for cancellation by "
+            f"{work.txn_id}/{work.branch.branch_id}",
+            state=None,
+            requested="commit",
+        )
+    return row, freed
+
+
+def cancellation_fee(work: Work) -> tuple[Amount | None, str]:
+    """The fee the undo branch's prepare charged, and how the ledger says it:
+    ``fee 75.00 USD kept`` or ``no fee``."""
+    fee = None if work.prepared is None else work.prepared.cost
+    return fee, "no fee" if fee is None else f"fee {fee} kept"
 
 
 def settle_cancellation(work: Work, table: Table, status: str) -> None:

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import builtins
 import logging
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, Unpack
 from urllib.parse import quote
 
 import httpx2
 
+from hatp._undo_ask import UndoAsk, undo_request
 from hatp.errors import HatpError, PeerIncompatible, PeerUnavailable
 from hatp.evidence import parse_json
 from hatp.http._client import HttpClientBase, refusal
@@ -102,11 +103,7 @@ class CoordinatorClient(HttpClientBase):
     async def plan_undo(
         self,
         txn_id: str,
-        *,
-        steps: Sequence[str] | None = None,
-        differing: bool = False,
-        decide_seconds: float | None = None,
-        undo_txn_id: str | None = None,
+        **ask: Unpack[UndoAsk],
     ) -> dict[str, Any]:
         """The plan that would take back committed transaction ``txn_id``'s steps (its wire
         form; nothing is begun): each branch the step it undoes and what that costs,
@@ -121,7 +118,7 @@ class CoordinatorClient(HttpClientBase):
             TransactionUnknown: no such transaction.
             UndoRefused: nothing can be taken back as asked (``data.reason``).
         """
-        body = _undo_body(steps, differing, decide_seconds, undo_txn_id)
+        body = undo_request(ask)
         answer = await self._json(
             "POST", self._txn_path(txn_id) + "/undo", json=body | {"dryRun": True}
         )
@@ -133,11 +130,7 @@ class CoordinatorClient(HttpClientBase):
     async def undo(
         self,
         txn_id: str,
-        *,
-        steps: Sequence[str] | None = None,
-        differing: bool = False,
-        decide_seconds: float | None = None,
-        undo_txn_id: str | None = None,
+        **ask: Unpack[UndoAsk],
     ) -> dict[str, Any]:
         """Begin taking back committed transaction ``txn_id``'s steps (as :meth:`plan_undo`):
         an undo transaction of its own, run at the server; nothing is undone until people
@@ -151,7 +144,7 @@ class CoordinatorClient(HttpClientBase):
             UndoRefused: nothing can be taken back as asked (``data.reason``); nothing begun.
             OutcomeConflict: a transaction ``undo_txn_id`` is already in the log.
         """
-        body = _undo_body(steps, differing, decide_seconds, undo_txn_id)
+        body = undo_request(ask)
         return await self._json("POST", self._txn_path(txn_id) + "/undo", json=body)
 
     def _txn_path(self, txn_id: str) -> str:
@@ -198,22 +191,3 @@ class CoordinatorClient(HttpClientBase):
         if not isinstance(body, dict):
             raise self._incompatible(method, path, "no JSON object")
         return body
-
-
-def _undo_body(
-    steps: Sequence[str] | None,
-    differing: bool,
-    decide_seconds: float | None,
-    undo_txn_id: str | None,
-) -> dict[str, Any]:
-    """``POST …/undo``'s body, without the members left at their defaults."""
-    body: dict[str, Any] = {}
-    if steps is not None:
-        body["steps"] = list(steps)
-    if differing:
-        body["differing"] = True
-    if decide_seconds is not None:
-        body["decideSeconds"] = decide_seconds
-    if undo_txn_id is not None:
-        body["undoTxnId"] = undo_txn_id
-    return body

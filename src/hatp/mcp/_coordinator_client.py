@@ -4,11 +4,12 @@ a committed one back."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, Unpack
 
 from mcp import Client
 
+from hatp._undo_ask import UndoAsk, undo_request
 from hatp.errors import PeerUnavailable
 from hatp.evidence import Keyring
 from hatp.mcp._advert import check_server
@@ -88,11 +89,7 @@ class McpCoordinator:
     async def plan_undo(
         self,
         txn_id: str,
-        *,
-        steps: Sequence[str] | None = None,
-        differing: bool = False,
-        decide_seconds: float | None = None,
-        undo_txn_id: str | None = None,
+        **ask: Unpack[UndoAsk],
     ) -> dict[str, Any]:
         """Return the plan that would take back the committed transaction's steps (wire
         form); nothing is begun. Its ``undoes.kept`` lists each step it leaves, and why.
@@ -105,7 +102,7 @@ class McpCoordinator:
             TransactionUnknown: no such transaction.
             UndoRefused: nothing can be taken back as asked (``data.reason``).
         """
-        params = _undo_params(txn_id, steps, differing, decide_seconds, undo_txn_id)
+        params = {"txnId": txn_id, **undo_request(ask)}
         answer = await self._call(METHODS["txn/undo"], {**params, "dryRun": True})
         plan: dict[str, Any] = answer["plan"]
         return plan
@@ -113,11 +110,7 @@ class McpCoordinator:
     async def undo(
         self,
         txn_id: str,
-        *,
-        steps: Sequence[str] | None = None,
-        differing: bool = False,
-        decide_seconds: float | None = None,
-        undo_txn_id: str | None = None,
+        **ask: Unpack[UndoAsk],
     ) -> dict[str, Any]:
         """Begin taking back the committed transaction's steps (as :meth:`plan_undo`): an
         undo transaction of its own, which people approve before anything is undone.
@@ -130,7 +123,7 @@ class McpCoordinator:
             UndoRefused: nothing can be taken back as asked (``data.reason``); nothing begun.
             OutcomeConflict: a transaction with ``undo_txn_id`` is already in the log.
         """
-        params = _undo_params(txn_id, steps, differing, decide_seconds, undo_txn_id)
+        params = {"txnId": txn_id, **undo_request(ask)}
         return await self._call(METHODS["txn/undo"], params)
 
     async def wait(self, txn_id: str, *, every: float = 0.2) -> TxnState:
@@ -149,26 +142,6 @@ class McpCoordinator:
             timeout=self._timeout,
             silence=PeerUnavailable,
         )
-
-
-def _undo_params(
-    txn_id: str,
-    steps: Sequence[str] | None,
-    differing: bool,
-    decide_seconds: float | None,
-    undo_txn_id: str | None,
-) -> dict[str, Any]:
-    """``txn/undo``'s params, without the members left at their defaults."""
-    params: dict[str, Any] = {"txnId": txn_id}
-    if steps is not None:
-        params["steps"] = list(steps)
-    if differing:
-        params["differing"] = True
-    if decide_seconds is not None:
-        params["decideSeconds"] = decide_seconds
-    if undo_txn_id is not None:
-        params["undoTxnId"] = undo_txn_id
-    return params
 
 
 async def mcp_coordinator(
