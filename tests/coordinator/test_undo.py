@@ -21,7 +21,7 @@ from coordinator.trips import APPROVER, REJECT, ScriptedAnswer, Trip, events, fa
 from hatp._checks import unsafe_switched_off
 from hatp.coordinator._undo import Step
 from hatp.coordinator._undo import _problem as undo_problem
-from hatp.demo import CALENDAR, COORDINATOR, HOTEL, PARTICIPANT_IDS
+from hatp.demo import CALENDAR, COORDINATOR, HOTEL, PARTICIPANT_IDS, PAYMENTS
 from hatp.errors import PlanInvalid, TransactionUnknown, UndoRefused
 from hatp.evidence import sign, verify
 from hatp.model import (
@@ -322,6 +322,21 @@ def test_a_branch_other_than_the_signed_offer_is_refused_UNDO_CHECK(trip: Trip) 
     assert _begin_refused(trip, wire).reason == "UNKNOWN_STEP"
 
 
+def test_a_refund_other_than_the_offer_gives_is_refused_UNDO_CHECK(trip: Trip) -> None:
+    """[UNDO-CHECK] the refund is recomputed from the signed offers for the steps the plan
+    takes back: a plan edited to refund the whole charge while the airline and hotel keep
+    their fees, or one that drops a step and keeps the refund, is REFERENCE_INVALID."""
+    txn_id = _committed(trip)
+    wire = _plan_undo(trip, txn_id).to_wire()
+    (charge,) = [b for b in wire["branches"] if b["branchId"] == "charge"]
+    charge["args"]["refund"] = {"value": "730.00", "currency": "USD"}
+    refused = _begin_refused(trip, wire)
+    assert (refused.reason, refused.data["branchId"]) == ("REFERENCE_INVALID", "charge")
+    wire = _plan_undo(trip, txn_id).to_wire()
+    wire["branches"] = [b for b in wire["branches"] if b["branchId"] != "room"]
+    assert _begin_refused(trip, wire).reason == "REFERENCE_INVALID"
+
+
 def test_with_the_head_check_off_a_stale_plan_runs_UNDO_CHECK(trip: Trip) -> None:
     """[UNDO-CHECK] switched off, a plan built from another head is begun: the harm."""
     txn_id = _committed(trip)
@@ -337,6 +352,24 @@ def test_with_the_reference_check_off_a_foreign_reference_runs_UNDO_CHECK(trip: 
     other = _forged(trip, _plan_undo(trip, txn_id), key=trip.world.keys["gateway"])
     with unsafe_switched_off("UNDO-REFERENCE"):
         assert trip.run(other, APPROVE_UNDO).state is TxnState.COMMITTED
+
+
+def test_with_the_offer_check_off_the_whole_charge_is_refunded_UNDO_CHECK(trip: Trip) -> None:
+    """[UNDO-CHECK] switched off, an edited refund of the whole 730.00 USD runs while the
+    airline and the hotel keep their fees: money paid twice, the harm."""
+    txn_id = _committed(trip)
+    wire = _plan_undo(trip, txn_id).to_wire()
+    (charge,) = [b for b in wire["branches"] if b["branchId"] == "charge"]
+    charge["args"]["refund"] = {"value": "730.00", "currency": "USD"}
+    charge["amount"] = {"value": "730.00", "currency": "USD"}
+    with unsafe_switched_off("UNDO-OFFER"):
+        assert trip.run(wire, APPROVE_UNDO).state is TxnState.COMMITTED
+    (refund,) = [
+        line
+        for line in trip.world.ledger(PAYMENTS)
+        if line.txn_id == wire["txnId"] and line.kind == "refunded"
+    ]
+    assert refund.detail.startswith("730.00 USD")  # while 230.00 USD of fees were kept
 
 
 def test_with_the_offer_check_off_a_mismatched_branch_is_begun_UNDO_CHECK(trip: Trip) -> None:
@@ -355,5 +388,8 @@ def test_with_the_offer_check_off_a_mismatched_branch_is_begun_UNDO_CHECK(trip: 
 SWITCH_OFF_TESTS = {
     "UNDO-HEAD": ("test_with_the_head_check_off_a_stale_plan_runs_UNDO_CHECK",),
     "UNDO-REFERENCE": ("test_with_the_reference_check_off_a_foreign_reference_runs_UNDO_CHECK",),
-    "UNDO-OFFER": ("test_with_the_offer_check_off_a_mismatched_branch_is_begun_UNDO_CHECK",),
+    "UNDO-OFFER": (
+        "test_with_the_offer_check_off_a_mismatched_branch_is_begun_UNDO_CHECK",
+        "test_with_the_offer_check_off_the_whole_charge_is_refunded_UNDO_CHECK",
+    ),
 }

@@ -283,11 +283,15 @@ class UndoPlanner:
                 head=row.head,
                 built_from=ref.head,
             )
-        found = committed_steps(parse_plan(row.plan), self._log.events(ref.txn_id))
+        original = parse_plan(row.plan)
+        found = committed_steps(original, self._log.events(ref.txn_id))
         now = self._clock.now()
         for branch in plan.branches:
             assert branch.undoes is not None  # the plan's own rule [UNDO-PLAN]
             self._check_branch(ref.txn_id, branch, found.get(branch.undoes.branch_id), now)
+        taken = [found[b.undoes.branch_id] for b in plan.branches if b.undoes is not None]
+        for branch, step in zip(plan.branches, taken, strict=True):
+            self._check_refund(ref.txn_id, branch, step, taken, original)
         return ref.txn_id, [b.undoes.branch_id for b in plan.branches if b.undoes is not None]
 
     def _check_reference(self, ref: UndoReference, undo_txn_id: str) -> None:
@@ -336,6 +340,30 @@ class UndoPlanner:
                 txn_id,
                 branch_id=ref.branch_id,
             )
+
+    def _check_refund(
+        self, txn_id: str, branch: Branch, step: Step, taken: list[Step], original: Plan
+    ) -> None:
+        """A refund is what the rule of [UNDO-PLAN] gives for the steps this plan takes
+        back, to the cent: a plan edited to refund more (or keep a fee twice) is refused."""
+        offer = step.offer
+        asked = _refund_asked(branch)
+        expected = None if offer is None else offer.args.get("refund")  # the offer's own
+        if offer is not None and offer.refund is not None:
+            expected = _refund(step, offer.refund, taken, original).to_wire()
+        if asked == expected or not _checks.is_on("UNDO-OFFER"):
+            return
+        raise _refused(
+            "REFERENCE_INVALID",
+            f"branch {branch.branch_id!r} asks a refund of {asked}, but the step's signed "
+            f"offer gives {expected} for the steps this plan takes back",
+            txn_id,
+            branch_id=branch.branch_id,
+        )
+
+
+def _refund_asked(branch: Branch) -> Any:
+    return branch.args.get("refund")
 
 
 def _problem(step: Step, claim: UndoClaim | None, now: datetime) -> tuple[str, str] | None:
