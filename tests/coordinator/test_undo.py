@@ -258,7 +258,7 @@ def test_only_steps_that_differ_from_their_preview_when_asked_UNDO_PLAN(trip: Tr
     assert _refusal(trip, txn_id, differing=True).reason == "NO_DIFFERENCE"
 
 
-def test_an_undo_names_who_approves_when_the_original_needed_no_one_UNDO_PLAN(
+def test_approvals_given_replace_the_originals_and_an_undo_plan_needs_one_UNDO_PLAN(
     trip: Trip,
 ) -> None:
     """[UNDO-PLAN] an undo is never automatic: approvals given replace the original's; a
@@ -276,6 +276,27 @@ def test_an_undo_names_who_approves_when_the_original_needed_no_one_UNDO_PLAN(
     with pytest.raises(PlanInvalid) as refused:
         parse_plan(wire)
     assert refused.value.reason == "UNDO_SHAPE"
+
+
+def test_an_original_that_needed_no_approval_needs_approvers_named_UNDO_PLAN(
+    trip: Trip,
+) -> None:
+    """[UNDO-PLAN] [UNDO-REFUSE] a trip that committed with no approval group: its undo is
+    refused NO_APPROVER until the caller names who approves it; then it is built."""
+    unapproved = trip.plan()
+    unapproved["approvals"] = []
+    outcome = trip.run(unapproved)
+    assert outcome.state is TxnState.COMMITTED, outcome.reason
+    assert _refusal(trip, outcome.txn_id).reason == "NO_APPROVER"
+    ops = ApprovalGroup(
+        group_id="ops",
+        address="human://acme.com/role/finance-approver",
+        requirement=Requirement(action="undo.trip"),
+    )
+    plan = _plan_undo(trip, outcome.txn_id, approvals=[ops])
+    assert [g.group_id for g in plan.approvals] == ["ops"]
+    with pytest.raises(ValueError, match="decide_seconds"):
+        _plan_undo(trip, outcome.txn_id, approvals=[ops], decide_seconds=0)
 
 
 def _forged(trip: Trip, plan: Plan, **changes: Any) -> dict[str, Any]:

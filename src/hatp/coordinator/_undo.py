@@ -141,9 +141,12 @@ class UndoPlanner:
                 for), ``NO_DIFFERENCE``, ``NOTHING_TO_UNDO`` or ``NO_APPROVER``;
                 nothing was written.
             PlanInvalid: ``approvals`` or ``initiator`` make no valid plan.
+            ValueError: ``decide_seconds`` is not positive (nothing was read).
         """
         steps, approvals = options.get("steps"), options.get("approvals")
         decide_seconds = options.get("decide_seconds", DEFAULT_DECIDE_SECONDS)
+        if not decide_seconds > 0:
+            raise ValueError(f"decide_seconds must be a positive number, not {decide_seconds}")
         row = self._log.get(txn_id)
         if row.state is not TxnState.COMMITTED:
             raise _refused(

@@ -20,9 +20,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import replace
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic import ValidationError
+from sqlalchemy import Connection
 
 from hatp import _checks
 from hatp.clock import format_time, parse_time
@@ -33,6 +34,7 @@ from hatp.model import (
     BranchState,
     Certainty,
     EffectPreview,
+    Plan,
     Tier,
     UndoKind,
     UndoOffer,
@@ -167,13 +169,19 @@ class Original:
         self.undoing = undoing
 
 
+class _Plans(Protocol):
+    """Where a stored plan is parsed (the SDK's plan cache)."""
+
+    def get(self, plan_digest: str, stored: dict[str, Any]) -> Plan: ...
+
+
 def open_original(
-    conn: Any,
+    conn: Connection,
     branches: BranchStore,
     participant_id: str,
     me: BranchRow,
     branch: Branch,
-    plans: Any,
+    plans: _Plans,
     now: datetime,
     *,
     checking: bool,
@@ -222,7 +230,7 @@ def _check_open(
     step: str,
     me: str,
     branches: BranchStore,
-    conn: Any,
+    conn: Connection,
     participant_id: str,
 ) -> None:
     if row.state is BranchState.COMPENSATED and _checks.is_on("PART-UNDO-ONCE"):
@@ -268,7 +276,7 @@ def _check_offer(offer: UndoOffer, branch: Branch, step: str, now: datetime) -> 
         raise Refuse("UNDO_LAPSED", f"{step}'s undo offer lapsed at {offer.undo_by}")
 
 
-def claim(conn: Any, branches: BranchStore, original: Original, me: BranchRow) -> None:
+def claim(conn: Connection, branches: BranchStore, original: Original, me: BranchRow) -> None:
     """Claim the step for the undo branch ``me`` (its prepare voted yes)."""
     row = original.row
     claimed = replace(row, undone_by=_claimant(me))
@@ -277,7 +285,7 @@ def claim(conn: Any, branches: BranchStore, original: Original, me: BranchRow) -
 
 
 def settle(
-    conn: Any, branches: BranchStore, original: Original, me: BranchRow, *, undone: bool
+    conn: Connection, branches: BranchStore, original: Original, me: BranchRow, *, undone: bool
 ) -> None:
     """The undo branch ``me`` committed (the step is taken back: compensated) or ended
     without committing (the claim is freed). Raises :class:`OutcomeConflict` if another
