@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 
 from coordinator.trips import APPROVER, REJECT, ScriptedAnswer, Trip, events, failed_findings
+from hatp._checks import unsafe_switched_off
 from hatp.clock import ManualClock, format_time
 from hatp.demo import (
     AIRLINE,
@@ -321,13 +322,19 @@ def test_an_undo_the_approver_rejects_leaves_the_trip_and_a_later_one_runs_UNDO_
 
 
 def test_a_refund_above_what_was_captured_is_voted_no_UNDO_RUN(trip: Trip) -> None:
-    """[UNDO-RUN] an undo plan whose refund was raised past the 730.00 USD captured is
-    voted no REFUND_ABOVE_CAPTURED by payments: the undo aborts, nothing is refunded."""
+    """[UNDO-RUN] an undo plan whose refund was raised past the 730.00 USD captured: the
+    coordinator refuses it (REFERENCE_INVALID, [UNDO-CHECK]); past that check (switched
+    off) payments votes it no REFUND_ABOVE_CAPTURED, the system of record's own line: the
+    undo aborts, nothing is refunded."""
     txn_id, _ = _committed(trip)
     wire = _plan_undo(trip, txn_id).to_wire()
     (charge,) = [b for b in wire["branches"] if b["branchId"] == "charge"]
     charge["args"]["refund"] = charge["amount"] = {"value": "730.01", "currency": "USD"}
-    done = trip.run(parse_plan(wire).to_wire(), APPROVE_UNDO)
+    with pytest.raises(UndoRefused) as refused:
+        trip.run(parse_plan(wire).to_wire(), APPROVE_UNDO)
+    assert refused.value.reason == "REFERENCE_INVALID"
+    with unsafe_switched_off("UNDO-OFFER"):
+        done = trip.run(parse_plan(wire).to_wire(), APPROVE_UNDO)
     assert done.state is TxnState.ABORTED
     vote, reason = _votes(done.record)["charge"]
     assert vote == "no" and reason is not None and reason.startswith("REFUND_ABOVE_CAPTURED")
