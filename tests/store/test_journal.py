@@ -265,7 +265,13 @@ def test_racing_undos_of_the_same_steps_exactly_one_claims_them_UNDO_CLAIM(
                 for mine, undo in zip(logs, undos, strict=True)
             ]
         )
-        one_won(log, undos, results, original, ["a", "b"])
+        winners, claims, refusals, left = race_result(log, undos, results, original)
+        assert len(winners) == 1, results
+        (winner,) = winners
+        assert claims == {step: (winner, TxnState.ACTIVE) for step in ["a", "b"]}
+        losers = len(undos) - 1
+        assert refusals == [("UNDO_PENDING", original, winner)] * losers
+        assert left == [(0, 0, 0)] * losers
 
 
 def test_racing_undos_claiming_in_opposite_orders_exactly_one_wins_UNDO_CLAIM(
@@ -284,7 +290,13 @@ def test_racing_undos_claiming_in_opposite_orders_exactly_one_wins_UNDO_CLAIM(
                 for mine, undo, steps in zip(logs, undos, orders, strict=True)
             ]
         )
-        one_won(log, undos, results, original, ["a", "b", "c"])
+        winners, claims, refusals, left = race_result(log, undos, results, original)
+        assert len(winners) == 1, results
+        (winner,) = winners
+        assert claims == {step: (winner, TxnState.ACTIVE) for step in ["a", "b", "c"]}
+        losers = len(undos) - 1
+        assert refusals == [("UNDO_PENDING", original, winner)] * losers
+        assert left == [(0, 0, 0)] * losers
 
 
 def test_racing_undos_taking_over_a_void_claim_exactly_one_wins_UNDO_CLAIM(
@@ -306,25 +318,29 @@ def test_racing_undos_taking_over_a_void_claim_exactly_one_wins_UNDO_CLAIM(
                 for mine, undo in zip(logs, undos, strict=True)
             ]
         )
-        one_won(log, undos, results, original, ["a", "b"])
+        winners, claims, refusals, left = race_result(log, undos, results, original)
+        assert len(winners) == 1, results
+        (winner,) = winners
+        assert claims == {step: (winner, TxnState.ACTIVE) for step in ["a", "b"]}
+        losers = len(undos) - 1
+        assert refusals == [("UNDO_PENDING", original, winner)] * losers
+        assert left == [(0, 0, 0)] * losers
 
 
-def one_won(
-    log: DecisionLog,
-    undos: Sequence[Any],
-    results: Sequence[UndoRefused | None],
-    original: str,
-    steps: Sequence[str],
-) -> None:
-    """Exactly one of ``undos`` was logged, holding every step; every other was refused
-    UNDO_PENDING naming it, and left nothing behind."""
+def race_result(
+    log: DecisionLog, undos: Sequence[Any], results: Sequence[UndoRefused | None], original: str
+) -> tuple[list[str], dict[str, Any], list[tuple[str, Any, Any]], list[Any]]:
+    """What a race left: the undos logged (the winners), the original's claims, each loser's
+    refusal (reason, txnId, undoTxnId named) and what each loser wrote."""
     winners = [undo.txn_id for undo, result in zip(undos, results, strict=True) if result is None]
-    assert len(winners) == 1, results
-    (winner,) = winners
-    assert claimants(log, original) == {step: (winner, TxnState.ACTIVE) for step in steps}
-    for undo, result in zip(undos, results, strict=True):
-        if result is None:
-            continue
-        assert (result.reason, result.data["txnId"]) == ("UNDO_PENDING", original)
-        assert result.data["undoTxnId"] == winner
-        assert written(log.store, undo.txn_id) == (0, 0, 0)
+    refusals = [
+        (result.reason, result.data["txnId"], result.data["undoTxnId"])
+        for result in results
+        if result is not None
+    ]
+    left = [
+        written(log.store, undo.txn_id)
+        for undo, result in zip(undos, results, strict=True)
+        if result is not None
+    ]
+    return winners, claimants(log, original), refusals, left

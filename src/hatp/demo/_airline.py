@@ -39,7 +39,7 @@ from hatp.demo._ledger import (
     ledger_table,
     log,
     offer_seconds,
-    pending_cancellation,
+    restore_cancellation,
     settle_cancellation,
     take_cancellation,
     text_arg,
@@ -295,14 +295,7 @@ class CancelSeat(Operation):
         )
 
     def abort(self, work: Work) -> None:
-        # Tolerant: nothing held for cancellation means nothing to restore.
-        row = pending_cancellation(work, cancellations)
-        if row is None:
-            return
-        key = {"k_txn_id": row.original_txn_id, "k_branch_id": row.original_branch_id}
-        work.conn.execute(_RESTORE, key)
-        settle_cancellation(work, cancellations, "restored")
-        log(work, ledger, "restored", f"{row.what} ticketed to {row.original_txn_id} as it was")
+        restore_cancellation(work, cancellations, _RESTORE, ledger, "ticketed to")
 
     def undo_terms(self, work: Work, committed: Committed) -> NotUndoable:
         return NotUndoable("a cancelled ticket is not reissued: book the seat again")

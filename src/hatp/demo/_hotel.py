@@ -42,7 +42,7 @@ from hatp.demo._ledger import (
     log,
     money,
     offer_seconds,
-    pending_cancellation,
+    restore_cancellation,
     settle_cancellation,
     take_cancellation,
     text_arg,
@@ -317,14 +317,7 @@ class CancelRoom(Operation):
         )
 
     def abort(self, work: Work) -> None:
-        # Tolerant: nothing held for cancellation means nothing to restore.
-        row = pending_cancellation(work, cancellations)
-        if row is None:
-            return
-        key = {"k_txn_id": row.original_txn_id, "k_branch_id": row.original_branch_id}
-        work.conn.execute(_RESTORE, key)
-        settle_cancellation(work, cancellations, "restored")
-        log(work, ledger, "restored", f"{row.what} booked for {row.original_txn_id} as it was")
+        restore_cancellation(work, cancellations, _RESTORE, ledger, "booked for")
 
     def undo_terms(self, work: Work, committed: Committed) -> NotUndoable:
         return NotUndoable("a cancelled booking is not restored: book the room again")

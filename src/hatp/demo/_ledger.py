@@ -321,6 +321,22 @@ def cancellation_fee(work: Work) -> tuple[Amount | None, str]:
     return fee, "no fee" if fee is None else f"fee {fee} kept"
 
 
+def restore_cancellation(
+    work: Work, table: Table, statement: Executable, ledger: Table, as_it_was: str
+) -> None:
+    """Let the undo branch's pending cancellation go (its abort, or its lease's end):
+    ``statement`` (keyed by the step, ``k_txn_id``, ``k_branch_id``) puts the step back,
+    and the ledger says ``<what> <as_it_was> <txnId> as it was``. Tolerant: nothing held
+    for cancellation means nothing to restore."""
+    row = pending_cancellation(work, table)
+    if row is None:
+        return
+    key = {"k_txn_id": row.original_txn_id, "k_branch_id": row.original_branch_id}
+    work.conn.execute(statement, key)
+    settle_cancellation(work, table, "restored")
+    log(work, ledger, "restored", f"{row.what} {as_it_was} {row.original_txn_id} as it was")
+
+
 def settle_cancellation(work: Work, table: Table, status: str) -> None:
     """Mark the undo branch's pending cancellation ``cancelled`` or ``restored``."""
     work.conn.execute(_settle(table), {**_branch_key(work), "new_status": status})
