@@ -13,7 +13,15 @@ from hypothesis import strategies as st
 
 from hatp.clock import ManualClock
 from hatp.errors import InvalidJson, RecordInvalid, VersionUnsupported
-from hatp.evidence import Keyring, RecordWriter, SigningKey, digest, verify_record
+from hatp.evidence import (
+    Keyring,
+    RecordWriter,
+    SigningKey,
+    canonicalize,
+    digest,
+    digest_bytes,
+    verify_record,
+)
 from hatp.model import Result, VerificationReport
 
 ISSUER = "https://directory.acme.example"
@@ -187,24 +195,29 @@ def test_any_tampering_fails_with_a_finding_that_names_the_event(
     assert named & located, (kind, i, failing(report))
 
 
-def test_events_since_copies_only_the_later_events() -> None:
-    """RecordWriter.events_since(n): the events from seq n on, as a copy; a bad n is refused."""
+def test_written_since_gives_the_signed_canonical_bytes_of_the_later_events() -> None:
+    """RecordWriter.written_since(n): from seq n on, each event's seq, time and the
+    canonical bytes it was signed over (the next event's prev is their digest); a bad
+    n is refused."""
     writer = RecordWriter("txn-1", ManualClock(START))
     for n in range(3):
-        writer.append("step.done", {"n": n}, KEYS[0])
-    assert writer.events_since(0) == writer.events()
-    assert [e["seq"] for e in writer.events_since(1)] == [1, 2]
-    assert writer.events_since(3) == []
-    later = writer.events_since(2)
-    later[0]["body"]["n"] = 99
-    assert writer.events()[2]["body"]["n"] == 2, "the caller got a copy"
+        writer.append("step.done", {"n": n, "note": "caf\u00e9"}, KEYS[0])
+    events = writer.events()
+    written = writer.written_since(0)
+    assert [w.seq for w in written] == [0, 1, 2]
+    assert [w.time for w in written] == [e["time"] for e in events]
+    assert [w.canonical for w in written] == [canonicalize(e) for e in events]
+    assert [digest_bytes(w.canonical) for w in written[:2]] == [e["prev"] for e in events[1:]]
+    assert digest_bytes(written[-1].canonical) == writer.head
+    assert writer.written_since(1) == written[1:]
+    assert writer.written_since(3) == []
     for bad in (-1, 4):
         with pytest.raises(ValueError, match="start must be from 0 to 3"):
-            writer.events_since(bad)
+            writer.written_since(bad)
 
 
 def test_nothing_handed_out_edits_the_chain() -> None:
-    """Events are immutable once signed: editing what append, events, events_since or
+    """Events are immutable once signed: editing what append, events or
     to_json handed out, or the body given to append, changes nothing the writer holds."""
     writer = RecordWriter("txn-1", ManualClock(START))
     body: dict[str, Any] = {"receipt": {"n": [1, 2]}, "note": "first"}
@@ -215,7 +228,7 @@ def test_nothing_handed_out_edits_the_chain() -> None:
     body["note"] = "edited"
     appended["body"]["receipt"]["n"].append(4)
     appended["seq"] = 7
-    for handed in (writer.events(), writer.events_since(0), writer.to_json()["events"]):
+    for handed in (writer.events(), writer.to_json()["events"]):
         handed[0]["body"]["note"] = "edited"
         handed[1]["signature"]["sig"] = "forged"
         handed.pop()

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from hatp.errors import OutcomeConflict, RecordInvalid, StaleFence, TransactionUnknown
-from hatp.evidence import digest
+from hatp.evidence import canonicalize, digest
 from hatp.model.txn import Decision, TxnState
 from hatp.store import DecisionLog, Store, TxnRow, open_store
 
@@ -63,6 +63,31 @@ def test_append_adds_events_state_decision_and_moves_the_head(
     assert row.updated_at == txn.clock.now()  # the last event's time: the store reads no clock
     assert log.events("txn-1") == txn.writer.events()
     assert log.record("txn-1") == txn.writer.to_json()
+
+
+def test_events_as_their_writer_signed_them_are_stored_as_dicts_would_be(
+    log: DecisionLog, new_txn: NewTxn
+) -> None:
+    """create and append take a writer's WrittenEvents (and create the plan's canonical
+    bytes): stored as they were signed, they read back as the same record, head and time
+    as the same events given as dicts."""
+    txn = new_txn("txn-w")
+    txn.event("txn.planned", plan=txn.plan, coordinator="coord-a", fence=1)
+    fence = log.create(
+        "txn-w", canonicalize(txn.plan), txn.plan_digest, "coord-a", txn.clock.now(), 30,
+        txn.writer.written_since(0),
+    )  # fmt: skip
+    txn.event("txn.prepared", branchId="flight", note="caf\u00e9")
+    txn.event("txn.decided", decision="commit", reason="all voted yes")
+    log.append("txn-w", fence, txn.writer.written_since(1), state=TxnState.COMMITTING)
+    row = log.get("txn-w")
+    assert row.plan == txn.plan
+    assert (row.head, row.updated_at, row.state) == (
+        txn.writer.head,
+        txn.clock.now(),
+        TxnState.COMMITTING,
+    )
+    assert log.record("txn-w") == txn.writer.to_json()
 
 
 def test_append_without_events_changes_only_the_state(log: DecisionLog, new_txn: NewTxn) -> None:

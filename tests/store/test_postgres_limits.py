@@ -90,10 +90,11 @@ def test_a_lock_held_elsewhere_is_store_unavailable_at_the_lock_timeout_STORE_LI
 
 
 def test_the_first_transaction_after_the_server_dropped_the_pool_succeeds_STORE_PRE_PING(
-    pg_store: Store, pg_url: str
+    pg_store: Store, pg_url: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     """[STORE-PRE-PING] as after a server restart: every pooled connection's backend is
     terminated from another session, and the next transaction gets a live one."""
+    caplog.set_level(logging.INFO, logger="hatp.store")
     log = DecisionLog(pg_store)
     with pg_store.transaction() as conn:
         pid = conn.exec_driver_sql("SELECT pg_backend_pid()").scalar()
@@ -107,3 +108,19 @@ def test_the_first_transaction_after_the_server_dropped_the_pool_succeeds_STORE_
     assert log.open_transactions() == []
     with pg_store.transaction() as conn:
         assert conn.exec_driver_sql("SELECT pg_backend_pid()").scalar() != pid
+    assert "dropped by the server; replacing it" in caplog.text
+
+
+def test_a_quiet_pooled_connection_leaves_the_pool_without_a_round_trip_STORE_PRE_PING(
+    pg_store: Store, pg_url: str
+) -> None:
+    """[STORE-PRE-PING] a connection the server said nothing on is not pinged at checkout:
+    its backend's last statement is still the commit of the transaction before it (a
+    ping at every checkout, as SQLAlchemy's pre-ping does, would have left its own)."""
+    with pg_store.transaction() as conn:
+        pid = conn.exec_driver_sql("SELECT pg_backend_pid()").scalar()
+    with pg_store.driver_transaction():
+        pass  # checked out and given back, no statement of its own
+    with admin(pg_url) as other:
+        last = other.execute("SELECT query FROM pg_stat_activity WHERE pid = %s", (pid,))
+        assert last.fetchone() == ("COMMIT",)

@@ -41,7 +41,7 @@ from hatp.coordinator._phase2 import Phase2
 from hatp.coordinator._txn import TxnRun
 from hatp.coordinator._undo import UndoOptions, UndoPlanner
 from hatp.errors import PlanInvalid, StaleFence, StoreUnavailable, UndoRefused
-from hatp.evidence import Keyring, RecordWriter, SigningKey, digest
+from hatp.evidence import Keyring, RecordWriter, SigningKey, canonicalize, digest_bytes
 from hatp.model import (
     Decision,
     Plan,
@@ -315,7 +315,8 @@ class Coordinator:
                 self._refused_undo(refused)
                 raise
         wire = parsed.to_wire()
-        plan_digest = digest(wire)
+        canonical = canonicalize(wire)  # once: for the digest and the log's plan column
+        plan_digest = digest_bytes(canonical)
         writer = RecordWriter(parsed.txn_id, self._clock)
         writer.append(
             TxnEvent.PLANNED.value,
@@ -331,12 +332,12 @@ class Coordinator:
             fence = await self._log.store.call(
                 self._log.create,
                 parsed.txn_id,
-                wire,
+                canonical,
                 plan_digest,
                 self.owner,
                 self._clock.now(),
                 self._lease,
-                writer.events(),
+                writer.written_since(0),
                 claims,
             )
         except UndoRefused as refused:  # another undo holds a step [UNDO-CLAIM]

@@ -107,7 +107,7 @@ class TxnRun:
             StoreUnavailable: the write failed or did not answer in time; the run must
                 stop (recovery reads what the log holds, the write or not).
         """
-        new = self.writer.events_since(self.persisted)
+        new = self.writer.written_since(self.persisted)
         await log.store.call(
             log.append, self.txn_id, self.fence, new, state=state, decision=decision,
             release=release,

@@ -28,7 +28,7 @@ from hatp.evidence._passkey import (
     verify_assertion,
     verify_passkey,
 )
-from hatp.evidence._record import RecordWriter
+from hatp.evidence._record import RecordWriter, WrittenEvent
 from hatp.evidence._signing import ALGORITHM, Verified, sign, verify
 from hatp.evidence._strict_json import MAX_DEPTH, parse_json
 from hatp.evidence._verify import CHAIN_RULES, load_record, verify_record
@@ -58,6 +58,7 @@ __all__ = [
     "SigningKey",
     "Verified",
     "VerifiedKeySet",
+    "WrittenEvent",
     "call_digest",
     "canonicalize",
     "card_keyring",

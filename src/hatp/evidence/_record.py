@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -18,6 +19,17 @@ from hatp.model import SEAL_EVENT, RecordEvent
 from hatp.version import PROTOCOL_VERSION
 
 
+@dataclass(frozen=True, slots=True)
+class WrittenEvent:
+    """A record event as its writer signed it: its position, its time and its
+    canonical bytes (what its signature and the next event's ``prev`` are over),
+    for a store to keep without canonicalizing it again."""
+
+    seq: int
+    time: str
+    canonical: bytes
+
+
 class RecordWriter:
     """Appends signed, hash-chained events to one record.
 
@@ -28,7 +40,8 @@ class RecordWriter:
 
     The writer keeps each event as JSON bytes (in the order its members were
     written, for people reading the record; the digest and signature are over
-    the canonical bytes): an event is never changed once signed, and every event
+    the canonical bytes), and its canonical bytes for the store
+    (:meth:`written_since`): an event is never changed once signed, and every event
     the writer hands out is a fresh parse of those bytes (or, from
     :meth:`append`, the one object it built and did not keep), so nothing a
     caller does to what it was given edits the chain.
@@ -40,6 +53,7 @@ class RecordWriter:
         self.record_id = record_id
         self._clock = clock
         self._texts: list[bytes] = []
+        self._written: list[WrittenEvent] = []
         self._head: str | None = None
         self._last_time = ""
         self._sealed = False
@@ -71,18 +85,15 @@ class RecordWriter:
         """Return the events so far, as a copy of their own."""
         return _parsed(self._texts)
 
-    def events_since(self, start: int) -> list[dict[str, Any]]:
-        """Return the events from ``seq`` ``start`` on (every event for 0), as a copy.
-
-        Only those events are parsed, so a writer that makes its record durable
-        piece by piece does not copy the whole record at every step.
+    def written_since(self, start: int) -> list[WrittenEvent]:
+        """The events from ``seq`` ``start`` on as they were signed (see :class:`WrittenEvent`).
 
         Raises:
             ValueError: ``start`` is negative or past the number of events.
         """
-        if not 0 <= start <= len(self._texts):
-            raise ValueError(f"start must be from 0 to {len(self._texts)}, not {start}")
-        return _parsed(self._texts[start:])
+        if not 0 <= start <= len(self._written):
+            raise ValueError(f"start must be from 0 to {len(self._written)}, not {start}")
+        return self._written[start:]
 
     def append(
         self, event_type: str, body: Mapping[str, Any], signer: SigningKey
@@ -147,6 +158,7 @@ class RecordWriter:
         return event
 
     def _accept(self, event: dict[str, Any], canonical: bytes, event_type: str, time: str) -> None:
+        self._written.append(WrittenEvent(len(self._texts), time, canonical))
         self._texts.append(json_bytes(event, canonical))
         self._head = digest_bytes(canonical)
         self._last_time = time

@@ -17,6 +17,7 @@ import logging
 import math
 import os
 import re
+import select
 import sqlite3
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -448,15 +449,14 @@ class PostgresStore(Store):
         connect_args: dict[str, Any] = {"options": options}
         if "connect_timeout" not in url.query:
             connect_args["connect_timeout"] = max(1, math.ceil(limits.connect_seconds))
-        # pre_ping: a connection the server closed (a restart, an idle-in-transaction
-        # timeout, pg_terminate_backend) is replaced at checkout instead of failing the
-        # transaction that drew it.
-        return sa.create_engine(
-            url,
-            connect_args=connect_args,
-            pool_pre_ping=True,
-            pool_timeout=limits.checkout_seconds,
+        engine = sa.create_engine(
+            url, connect_args=connect_args, pool_timeout=limits.checkout_seconds
         )
+        # A connection the server closed (a restart, an idle-in-transaction timeout,
+        # pg_terminate_backend) is replaced at checkout instead of failing the
+        # transaction that drew it [STORE-PRE-PING].
+        event.listen(engine, "checkout", _replace_if_dropped)
+        return engine
 
     def _lock_schema(self, conn: Connection) -> None:
         conn.execute(sa.select(sa.func.pg_advisory_xact_lock(_SCHEMA_LOCK)))
@@ -476,6 +476,35 @@ class PostgresStore(Store):
             return super()._open_schema(migrations, mode)
 
 
+def _replace_if_dropped(dbapi_connection: Any, _record: Any, _proxy: Any) -> None:
+    """Have the pool replace a connection leaving it that the server dropped.
+
+    Hand-written in place of SQLAlchemy's ``pool_pre_ping``, which asks the server at
+    every checkout: a round trip costing as much as the one insert that claims a gated
+    call's approval. A pooled connection is idle, so the server has nothing to say
+    on it unless it is ending it (a terminated backend is sent an error, then its
+    socket is closed). So only a connection psycopg knows is closed, or whose socket
+    has something to read, is looked at: pinged, and replaced if the ping fails.
+
+    Raises:
+        sqlalchemy.exc.DisconnectionError: the connection is gone; the pool drops it
+            and checks out another.
+    """
+    if dbapi_connection.closed:
+        raise exc.DisconnectionError("the server closed the connection")
+    ready = select.poll()
+    ready.register(dbapi_connection.fileno(), select.POLLIN)
+    if not ready.poll(0):
+        return  # nothing sent: the connection is as it was given back
+    try:
+        dbapi_connection.execute(_PING_SQL)
+        dbapi_connection.rollback()
+    except psycopg.Error as error:
+        _log.info("a pooled PostgreSQL connection was dropped by the server; replacing it")
+        raise exc.DisconnectionError(str(error)) from error
+
+
+_PING_SQL = "SELECT 1"
 _SYNC_COMMIT = "-c synchronous_commit=on"
 # What Store.ping reads: one row at most, no lock a writer waits for.
 _PING = "SELECT txn_id FROM hatp_txn LIMIT 1"

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import builtins
 import functools
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -20,7 +20,7 @@ import sqlalchemy as sa
 
 from hatp.clock import parse_time
 from hatp.errors import OutcomeConflict, RecordInvalid, StaleFence, TransactionUnknown
-from hatp.evidence import digest_bytes
+from hatp.evidence import WrittenEvent, digest_bytes
 from hatp.model.txn import Decision, TxnState
 from hatp.store._driver import INTEGRITY_ERRORS, DriverSession
 from hatp.store._engine import Store, insert_or_ignore
@@ -97,15 +97,20 @@ class DecisionLog:
     def create(
         self,
         txn_id: str,
-        plan: dict[str, Any],
+        plan: Mapping[str, Any] | bytes,
         plan_digest: str,
         owner: str,
         now: datetime,
         lease_seconds: float,
-        events: Sequence[dict[str, Any]],
+        events: Sequence[Mapping[str, Any] | WrittenEvent],
         claims: tuple[str, Sequence[str]] | None = None,
     ) -> int:
         """Log a new transaction, leased to ``owner``, with its first record events.
+
+        ``plan`` is the plan's wire form or, when the caller made them already (for
+        its digest), its canonical bytes; ``events`` are events as dicts or as their
+        writer signed them (:class:`~hatp.evidence.WrittenEvent`), which are stored
+        as they are, without canonicalizing them again.
 
         The row starts in state ``active`` with no decision and fence 1. An undo
         transaction passes ``claims``, ``(originalTxnId, stepIds)``: the steps it
@@ -125,7 +130,7 @@ class DecisionLog:
         at = to_ms(now)
         values = {
             "txn_id": txn_id,
-            "plan": dump_json(plan),
+            "plan": plan.decode() if isinstance(plan, bytes) else dump_json(plan),
             "plan_digest": plan_digest,
             "state": TxnState.ACTIVE.value,
             "decision": None,
@@ -161,7 +166,7 @@ class DecisionLog:
         self,
         txn_id: str,
         fence: int,
-        events: Sequence[dict[str, Any]],
+        events: Sequence[Mapping[str, Any] | WrittenEvent],
         *,
         state: TxnState | None = None,
         decision: Decision | None = None,
@@ -445,9 +450,14 @@ def _create_statement(dialect: str) -> sa.Insert:
     return insert_or_ignore(dialect, txn).returning(txn.c.fence)
 
 
-def _event_rows(txn_id: str, events: Sequence[dict[str, Any]]) -> builtins.list[dict[str, Any]]:
+def _event_rows(
+    txn_id: str, events: Sequence[Mapping[str, Any] | WrittenEvent]
+) -> builtins.list[dict[str, Any]]:
     rows = []
     for index, event in enumerate(events):
+        if isinstance(event, WrittenEvent):  # canonical already: signed so
+            rows.append({"txn_id": txn_id, "seq": event.seq, "event": event.canonical.decode()})
+            continue
         seq = event.get("seq")
         if type(seq) is not int:
             raise RecordInvalid(
@@ -459,9 +469,10 @@ def _event_rows(txn_id: str, events: Sequence[dict[str, Any]]) -> builtins.list[
     return rows
 
 
-def _event_time(event: dict[str, Any]) -> int | None:
+def _event_time(event: Mapping[str, Any] | WrittenEvent) -> int | None:
     try:
-        return to_ms(parse_time(str(event["time"])))
+        time = event.time if isinstance(event, WrittenEvent) else event["time"]
+        return to_ms(parse_time(str(time)))
     except (KeyError, ValueError):
         return None
 

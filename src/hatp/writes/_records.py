@@ -11,6 +11,7 @@ float, so that comparing and digesting them is exact.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -180,17 +181,36 @@ def read_records(
 def _read_set(
     conn: sa.Connection, record_set: RecordSet, keys: Mapping[Any, RecordName], *, lock: bool
 ) -> dict[RecordName, dict[str, Any] | None]:
-    table = record_set.table
-    key = table.c[record_set.key]
-    others = [table.c[c] for c in record_set.columns if c != record_set.key]
-    query = sa.select(key, *others).where(key.in_(list(keys))).order_by(key)
-    if lock and conn.dialect.name == "postgresql":
-        query = query.with_for_update()
+    query, places = _reading(record_set, lock and conn.dialect.name == "postgresql")
     rows: dict[RecordName, dict[str, Any] | None] = dict.fromkeys(keys.values())
-    for row in conn.execute(query):
-        values = row._mapping
-        rows[keys[values[key]]] = {c: json_value(values[table.c[c]]) for c in record_set.columns}
+    for row in conn.execute(query, {"keys": list(keys)}):
+        rows[keys[row[0]]] = {c: json_value(row[place]) for c, place in places}
     return rows
+
+
+@functools.lru_cache(maxsize=256)
+def _reading(
+    record_set: RecordSet, for_update: bool
+) -> tuple[sa.Select[Any], tuple[tuple[str, int], ...]]:
+    """The query reading a set's records by key (built once: a statement built per read
+    costs SQLAlchemy more than running it), and each snapshot column's place in its rows.
+
+    The key column comes first; the keys are one expanding parameter, ``keys``.
+    """
+    table = record_set.table
+    others = [c for c in record_set.columns if c != record_set.key]
+    key = table.c[record_set.key]
+    query = (
+        sa.select(key, *(table.c[c] for c in others))
+        .where(key.in_(sa.bindparam("keys", expanding=True)))
+        .order_by(key)
+    )
+    if for_update:
+        query = query.with_for_update()
+    places = tuple(
+        (c, 0 if c == record_set.key else 1 + others.index(c)) for c in record_set.columns
+    )
+    return query, places
 
 
 def _python_type(column: sa.Column[Any]) -> type | None:
