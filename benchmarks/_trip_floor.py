@@ -34,6 +34,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
+from concurrent.futures.thread import _WorkItem
 from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any
@@ -55,6 +56,7 @@ from hatp.evidence import (
 )
 from hatp.evidence._canonical import canonical_plain, plain_bytes
 from hatp.store import Store
+from hatp.store._offloop import _Call
 
 #: The durable commits one committed trip makes one after another by the protocol's
 #: own rules, whatever the code: the plan logged; the ask stored, then the vote on it
@@ -99,6 +101,10 @@ _COUNTED = {
     PublicKey.verify_bytes.__code__: "verify",
     copy.deepcopy.__code__: "deepcopy",
     copy_json.__code__: "JSON copies",
+    # A call handed to a thread: a store call to the store's workers, anything else
+    # (the in-process participants' calls) to the event loop's executor.
+    _Call.__init__.__code__: "store hand-offs",
+    _WorkItem.__init__.__code__: "executor hand-offs",
 }
 # Who canonicalizes to sign, verify or digest: the bytes it gets back are evidence.
 _FOR_EVIDENCE = frozenset({sign.__code__, verify.__code__, digest.__code__})

@@ -35,7 +35,9 @@ one database, each with 16 in flight on a world of its own, throughput >= 1.4x
 one such process (``_two_processes``: child processes of this Python, started
 together, start-up and warm-up untimed; on SQLite the target does not apply,
 and it is not run). Also printed: the census, and where the time goes
-(the floor's parts, the rest, an instrumented split of what was waited for).
+(the floor's parts, the rest, an instrumented split of what was waited for,
+the thread hand-offs of a trip with a bare one's CPU measured in the same run,
+and the context switches).
 
 Nothing here asserts a timing and the exit status is 0 whatever the figures
 (1 only when a transaction does not commit). ``--quick`` shrinks every count
@@ -56,6 +58,7 @@ import json
 import math
 import os
 import platform
+import resource
 import statistics
 import sys
 import tempfile
@@ -113,6 +116,9 @@ JSON_KEYS = (
     "wake_p50_ms",
     "wake_across_p50_ms",
     "wake_recheck_s",
+    "handoffs_per_txn",
+    "handoff_cpu_us",
+    "switches_per_txn",
 )
 
 
@@ -199,6 +205,8 @@ class Sequential:
     latencies: list[float]
     cpu: float  # process CPU seconds across the transactions (not the floor samples)
     samples: list[Sample]
+    switches: int = 0  # the process's voluntary context switches across the transactions
+    handoff: float = 0.0  # CPU seconds of one bare thread hand-off, measured between rounds
 
 
 async def sequential(
@@ -207,14 +215,35 @@ async def sequential(
     """Alternate runs of transactions with as many floor samples, ``rounds`` times."""
     run = Sequential([], 0.0, [])
     per_round = math.ceil(count / rounds)
+    handoffs: list[float] = []
     while len(run.latencies) < count:
         batch = min(per_round, count - len(run.latencies))
+        switches = resource.getrusage(resource.RUSAGE_SELF).ru_nvcsw
         started = time.process_time()
         for _ in range(batch):
             run.latencies.append((await rig.commit_one())[0])
         run.cpu += time.process_time() - started
+        run.switches += resource.getrusage(resource.RUSAGE_SELF).ru_nvcsw - switches
         run.samples += [floor_sample(floor, bare) for _ in range(batch)]
+        handoffs.append(await bare_handoff(_HANDOFFS))
+    run.handoff = statistics.median(handoffs)
     return run
+
+
+_HANDOFFS = 50
+
+
+async def bare_handoff(count: int) -> float:
+    """CPU seconds of one hand-off of nothing to a worker thread and back, as hatp hands
+    a store or participant call off (the loop's default executor); the mean of ``count``."""
+    started = time.process_time()
+    for _ in range(count):
+        await asyncio.to_thread(_nothing)
+    return (time.process_time() - started) / count
+
+
+def _nothing() -> None:
+    """The work of a bare hand-off."""
 
 
 @dataclass(frozen=True)
@@ -283,6 +312,11 @@ class BackendResult:
         return self.run.cpu / len(self.run.latencies)
 
     @property
+    def handoffs(self) -> int:
+        """Calls one transaction hands to a thread (census): store calls and participants'."""
+        return self.census.calls["store hand-offs"] + self.census.calls["executor hand-offs"]
+
+    @property
     def floor_cpu(self) -> float:
         return median_of(self.run.samples, "cpu")
 
@@ -311,6 +345,9 @@ class BackendResult:
             "wake_across_p50_ms": _p50_ms(self.wakes.get("two processes")),
             # Without notifications, a vote taken elsewhere is seen at the next recheck.
             "wake_recheck_s": None if self.name == "postgresql" else RECHECK_SECONDS,
+            "handoffs_per_txn": self.handoffs,
+            "handoff_cpu_us": self.run.handoff * 1e6,
+            "switches_per_txn": self.run.switches / len(self.run.latencies),
         }
         return {key: None if value is None else round(value, 4) for key, value in figures.items()}
 
@@ -382,7 +419,14 @@ def print_census(result: BackendResult) -> None:
         f"apart by their canonical bytes; from {census.evidence_calls} canonicalizations "
         "for sign, verify and digest, and stored texts digested)"
     )
-    for name in ("digests", "pydantic validations", "JSON copies", "deep copies"):
+    for name in (
+        "digests",
+        "pydantic validations",
+        "JSON copies",
+        "deep copies",
+        "store hand-offs",
+        "executor hand-offs",
+    ):
         print(f"  {name:<20} {census.calls[name]:>4}")
     print(f"  durable commits      {commits:>4}  ({parts}; transactions that wrote)")
     print(f"    in the order they committed: {', '.join(map(_short, census.commit_order))}")
@@ -572,6 +616,15 @@ def print_breakdown(result: BackendResult) -> None:
         f"participants {ms(split.participants)} ms ({split.calls:.0f} calls; the prepares "
         f"overlap), log writes {ms(split.log)} ms ({split.writes:.0f}, on the event loop), "
         f"coordinator's own work {ms(split.coordinator)} ms; total {ms(split.total)} ms"
+    )
+    calls = census.calls
+    print(
+        f"    thread hand-offs: {result.handoffs} ({calls['store hand-offs']} store calls, "
+        f"{calls['executor hand-offs']} to the loop's executor: the participants' calls); "
+        f"a bare one costs {result.run.handoff * 1e6:.0f} us of CPU here (measured between "
+        f"the rounds), about {ms(result.handoffs * result.run.handoff)} ms a trip; "
+        f"{result.run.switches / len(result.run.latencies):.0f} voluntary context switches "
+        "a trip"
     )
     statements = sum(census.statements.values())
     redone = sum(census.canonical_by.values()) - len(floor.objects)

@@ -90,6 +90,15 @@ def test_coordinator_benchmark_quick_run_prints_the_ratio_to_its_floor() -> None
     }
     assert len(counts) == 6, out
     assert counts["durable commits"] >= 8  # the protocol's serial ones alone (design notes)
+    # Calls handed to threads: the log's three writes at least; the participants' eight
+    # calls (four prepares, four commits), with the bare hand-off's cost beside them.
+    handed = {
+        name: int(match.group(1))
+        for name in ("store hand-offs", "executor hand-offs")
+        if (match := re.search(rf"^  {name} +(\d+)\b", out, re.MULTILINE))
+    }
+    assert handed["store hand-offs"] >= 3 and handed["executor hand-offs"] == 8, out
+    assert re.search(r"thread hand-offs: \d+ .* a bare one costs \d+ us of CPU", out), out
     # One canonicalization per distinct object: fewer than the objects signed, verified
     # and digested (a vote signed by one party is verified by another: one object).
     evidence = counts["Ed25519 signs"] + counts["Ed25519 verifies"] + counts["digests"]
@@ -132,6 +141,9 @@ def test_coordinator_benchmark_json_is_one_object_with_the_figures_per_database(
         "seq_txn_per_s",
         "inflight16_txn_per_s",
         "wake_p50_ms",
+        "handoffs_per_txn",
+        "handoff_cpu_us",
+        "switches_per_txn",
     )
     for name, figures in measured(report, keys):
         assert all(figures[key] > 0 for key in keys), figures

@@ -484,6 +484,24 @@ def test_two_gateways_asking_the_same_group_make_one_ask(world: World) -> None:
     run(world, body)
 
 
+def test_asking_again_returns_the_ask_made_whoever_the_directory_holds_now(
+    world: World,
+) -> None:
+    """[GW-ASK-ONCE] asked again by a gateway whose directory now holds nobody (a new ask
+    would be rejected at once, [GW-FEW]): the ask first made is returned as it stands,
+    and nobody is told anything new."""
+
+    async def body(w: World) -> None:
+        first = await w.gateway.ask(request())
+        w.directory = people_directory()
+        again = await w.restart().ask(request())
+        assert (again["askId"], again["decideBy"]) == (first["askId"], first["decideBy"])
+        assert "decision" not in again, "still pending, not the rejection a new ask gets"
+        assert len(w.channel.delivered) == 1
+
+    run(world, body)
+
+
 @pytest.mark.parametrize("recheck", [5.0, None])
 def test_a_long_poll_sees_a_vote_another_gateway_took_at_its_next_recheck(
     world: World, recheck: float | None

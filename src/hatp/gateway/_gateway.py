@@ -242,15 +242,15 @@ class HumanGateway:
             StoreUnavailable: the store failed; nobody was asked.
         """
         terms = {} if request.terms is None else read_hold_terms(request.terms, request.plan_digest)
-        group_id = request.group.group_id
-        found = await self._stored(
-            self._asks.find, AskKind.APPROVAL, request.txn_id, group_id, request.plan_digest
-        )
-        if found is not None:
-            return await self.poll(found.ask_id)
         now = self._clock.now()
+        # Built before looking for an earlier ask, which the store's create returns: a
+        # first ask (nearly every ask) is one store call, not a look and then a create.
+        # Routing refuses by the plan alone, so what was asked once builds again.
         work = self._approval_ask(request, now, terms)
-        return approval_result(await self._create(work, AskKind.APPROVAL, now))
+        row = await self._create(work, AskKind.APPROVAL, now)
+        if row.ask_id != work.doc["askId"]:  # asked before [GW-ASK-ONCE]: that ask answers
+            return await self.poll(row.ask_id)
+        return approval_result(row)
 
     async def estimate(self, request: ApprovalRequest) -> dict[str, Any]:
         """Return the signed ChainEstimate of asking group ``request.group`` now: everyone
