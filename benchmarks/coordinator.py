@@ -629,9 +629,10 @@ def print_breakdown(result: BackendResult) -> None:
     statements = sum(census.statements.values())
     redone = sum(census.canonical_by.values()) - len(floor.objects)
     print(
-        f"    the rest: {statements} SQL statements built and run through SQLAlchemy, thread "
-        f"hand-offs to the participants, pydantic, record copies, {redone} canonicalizations "
-        "beyond the floor's (the same objects again, and canonical JSON for the stores)"
+        f"    the rest: {statements} SQL statements (hatp's on the driver, the demo "
+        "operations' through SQLAlchemy Core), the thread hand-offs and the context "
+        f"switches above, pydantic, {redone} canonicalizations beyond the floor's (the same "
+        "objects again, and canonical JSON for the stores)"
     )
 
 

@@ -492,9 +492,7 @@ def _replace_if_dropped(dbapi_connection: Any, _record: Any, _proxy: Any) -> Non
     """
     if dbapi_connection.closed:
         raise exc.DisconnectionError("the server closed the connection")
-    ready = select.poll()
-    ready.register(dbapi_connection.fileno(), select.POLLIN)
-    if not ready.poll(0):
+    if not _has_input(dbapi_connection.fileno()):
         return  # nothing sent: the connection is as it was given back
     try:
         dbapi_connection.execute(_PING_SQL)
@@ -502,6 +500,16 @@ def _replace_if_dropped(dbapi_connection: Any, _record: Any, _proxy: Any) -> Non
     except psycopg.Error as error:
         _log.info("a pooled PostgreSQL connection was dropped by the server; replacing it")
         raise exc.DisconnectionError(str(error)) from error
+
+
+def _has_input(fd: int) -> bool:
+    """Whether the socket ``fd`` has something to read (or was closed), without waiting."""
+    if hasattr(select, "poll"):  # any descriptor number, unlike select()
+        ready = select.poll()
+        ready.register(fd, select.POLLIN)
+        return bool(ready.poll(0))
+    readable, _, _ = select.select([fd], [], [], 0)  # where there is no poll (Windows)
+    return bool(readable)
 
 
 _PING_SQL = "SELECT 1"
