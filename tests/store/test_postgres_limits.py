@@ -119,8 +119,8 @@ def test_a_quiet_pooled_connection_leaves_the_pool_without_a_round_trip_STORE_PR
     ping at every checkout, as SQLAlchemy's pre-ping does, would have left its own)."""
     with pg_store.transaction() as conn:
         pid = conn.exec_driver_sql("SELECT pg_backend_pid()").scalar()
-    with pg_store.driver_transaction():
-        pass  # checked out and given back, no statement of its own
+    with pg_store.driver_transaction() as cursor:  # no statement of its own
+        assert cursor.connection.info.backend_pid == pid  # the same pooled connection
     with admin(pg_url) as other:
         last = other.execute("SELECT query FROM pg_stat_activity WHERE pid = %s", (pid,))
         assert last.fetchone() == ("COMMIT",)
