@@ -249,41 +249,34 @@ def test_a_journal_the_database_fails_writes_nothing_STORE_ATOMIC(
         log.undo_claims(ORIGINAL)
 
 
-def test_racing_undos_of_the_same_steps_exactly_one_claims_them_UNDO_CLAIM(
-    log: DecisionLog, new_txn: NewTxn, open_more: Callable[[], Store]
+@pytest.mark.parametrize(
+    ("orders", "after_void"),
+    [
+        pytest.param((["a", "b"],) * RACERS, False, id="the-same-steps"),
+        pytest.param((["a", "b", "c"], ["c", "b", "a"]), False, id="in-opposite-orders"),
+        pytest.param((["a", "b"],) * RACERS, True, id="over-a-void-claim"),
+    ],
+)
+def test_racing_undos_exactly_one_claims_the_steps_UNDO_CLAIM(
+    log: DecisionLog,
+    new_txn: NewTxn,
+    open_more: Callable[[], Store],
+    orders: tuple[list[str], ...],
+    after_void: bool,
 ) -> None:
     """[UNDO-CLAIM] undos on separate stores (as separate coordinators) claim the same
-    steps at once: exactly one is logged holding every step; each other is refused
-    UNDO_PENDING naming it, and left nothing behind."""
-    logs = [DecisionLog(open_more()) for _ in range(RACERS)]
+    steps at once: in the same order, in opposite orders (never a failed store for a
+    lock-order deadlock), or after an undo of them aborted (its void claim taken over).
+    Exactly one is logged holding every step; each other is refused UNDO_PENDING naming
+    it (not the aborted one), and left nothing behind."""
+    logs = [DecisionLog(open_more()) for _ in orders]
     for round_ in range(5):
         original = f"orig-{round_}"
-        undos = [new_txn(f"undo-{round_}-{n}") for n in range(RACERS)]
-        results = race(
-            [
-                partial(attempt, mine, undo, ["a", "b"], original)
-                for mine, undo in zip(logs, undos, strict=True)
-            ]
-        )
-        winners, claims, refusals, left = race_result(log, undos, results, original)
-        assert len(winners) == 1, results
-        (winner,) = winners
-        assert claims == {step: (winner, TxnState.ACTIVE) for step in ["a", "b"]}
-        losers = len(undos) - 1
-        assert refusals == [("UNDO_PENDING", original, winner)] * losers
-        assert left == [(0, 0, 0)] * losers
-
-
-def test_racing_undos_claiming_in_opposite_orders_exactly_one_wins_UNDO_CLAIM(
-    log: DecisionLog, new_txn: NewTxn, open_more: Callable[[], Store]
-) -> None:
-    """[UNDO-CLAIM] two undos claiming the same steps in opposite orders: one wins, the
-    other is refused UNDO_PENDING (never a failed store for a lock-order deadlock)."""
-    logs = [DecisionLog(open_more()) for _ in range(2)]
-    for round_ in range(5):
-        original = f"orig-{round_}"
-        undos = [new_txn(f"undo-{round_}-{n}") for n in range(2)]
-        orders = (["a", "b", "c"], ["c", "b", "a"])
+        if after_void:
+            first = new_txn(f"undo-{round_}-first")
+            fence = begin_undo(log, first, orders[0], original=original)
+            end(log, first.txn_id, fence, TxnState.ABORTED)
+        undos = [new_txn(f"undo-{round_}-{n}") for n in range(len(orders))]
         results = race(
             [
                 partial(attempt, mine, undo, steps, original)
@@ -293,35 +286,7 @@ def test_racing_undos_claiming_in_opposite_orders_exactly_one_wins_UNDO_CLAIM(
         winners, claims, refusals, left = race_result(log, undos, results, original)
         assert len(winners) == 1, results
         (winner,) = winners
-        assert claims == {step: (winner, TxnState.ACTIVE) for step in ["a", "b", "c"]}
-        losers = len(undos) - 1
-        assert refusals == [("UNDO_PENDING", original, winner)] * losers
-        assert left == [(0, 0, 0)] * losers
-
-
-def test_racing_undos_taking_over_a_void_claim_exactly_one_wins_UNDO_CLAIM(
-    log: DecisionLog, new_txn: NewTxn, open_more: Callable[[], Store]
-) -> None:
-    """[UNDO-CLAIM] after an undo aborted, later undos on separate stores race to take
-    its steps over: exactly one does; each other is refused UNDO_PENDING naming the
-    winner (not the aborted one)."""
-    logs = [DecisionLog(open_more()) for _ in range(RACERS)]
-    for round_ in range(5):
-        original = f"orig-{round_}"
-        first = new_txn(f"undo-{round_}-first")
-        fence = begin_undo(log, first, ["a", "b"], original=original)
-        end(log, first.txn_id, fence, TxnState.ABORTED)
-        undos = [new_txn(f"undo-{round_}-{n}") for n in range(RACERS)]
-        results = race(
-            [
-                partial(attempt, mine, undo, ["a", "b"], original)
-                for mine, undo in zip(logs, undos, strict=True)
-            ]
-        )
-        winners, claims, refusals, left = race_result(log, undos, results, original)
-        assert len(winners) == 1, results
-        (winner,) = winners
-        assert claims == {step: (winner, TxnState.ACTIVE) for step in ["a", "b"]}
+        assert claims == {step: (winner, TxnState.ACTIVE) for step in orders[0]}
         losers = len(undos) - 1
         assert refusals == [("UNDO_PENDING", original, winner)] * losers
         assert left == [(0, 0, 0)] * losers

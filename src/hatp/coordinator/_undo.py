@@ -350,7 +350,7 @@ class UndoPlanner:
         """A refund is what the rule of [UNDO-PLAN] gives for the steps this plan takes
         back, to the cent: a plan edited to refund more (or keep a fee twice) is refused."""
         offer = step.offer
-        asked = _refund_asked(branch)
+        asked = branch.args.get("refund")
         expected = None if offer is None else offer.args.get("refund")  # the offer's own
         if offer is not None and offer.refund is not None:
             expected = _refund(step, offer.refund, taken, original).to_wire()
@@ -363,10 +363,6 @@ class UndoPlanner:
             txn_id,
             branch_id=branch.branch_id,
         )
-
-
-def _refund_asked(branch: Branch) -> Any:
-    return branch.args.get("refund")
 
 
 def _problem(step: Step, claim: UndoClaim | None, now: datetime) -> tuple[str, str] | None:

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import replace
 from datetime import datetime, timedelta
-from typing import Any, Protocol
+from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 from sqlalchemy import Connection
@@ -34,7 +34,6 @@ from hatp.model import (
     BranchState,
     Certainty,
     EffectPreview,
-    Plan,
     Tier,
     UndoKind,
     UndoOffer,
@@ -53,6 +52,9 @@ from hatp.participant._operation import (
     prepared_from_json,
 )
 from hatp.store import BranchRow, BranchStore
+
+if TYPE_CHECKING:  # _handlers imports this module: the type only, for the checker
+    from hatp.participant._handlers import PlanCache
 
 __all__ = [
     "Compensation",
@@ -169,19 +171,13 @@ class Original:
         self.undoing = undoing
 
 
-class _Plans(Protocol):
-    """Where a stored plan is parsed (the SDK's plan cache)."""
-
-    def get(self, plan_digest: str, stored: dict[str, Any]) -> Plan: ...
-
-
 def open_original(
     conn: Connection,
     branches: BranchStore,
     participant_id: str,
     me: BranchRow,
     branch: Branch,
-    plans: _Plans,
+    plans: PlanCache,
     now: datetime,
     *,
     checking: bool,
