@@ -2,7 +2,8 @@
 
 :class:`TimedStore` wraps a :class:`hatp.store.Store` and records, for every
 transaction opened through it, its begin, body and commit times and the
-statements SQLAlchemy ran in it; :func:`instrumented` runs operations through
+statements SQLAlchemy's Core ran in it (those run on the DB-API driver, as hatp's
+bookkeeping and record reads are, are not seen); :func:`instrumented` runs operations through
 it and averages their transactions. Used by ``benchmarks/writes.py``.
 """
 
@@ -132,5 +133,5 @@ def instrumented(ops: Sequence[Callable[[], None]], timed: TimedStore) -> Split:
             )
         )
         counts = "/".join(str(c) for c in sorted({len(s.statements) for s in nth}))
-        shapes.append(f"{counts} statements: {tables(nth[0].statements)}")
+        shapes.append(f"{counts} Core statements: {tables(nth[0].statements)}")
     return Split(len(per_op), statistics.fmean(totals), means, shapes)

@@ -458,7 +458,7 @@ def print_split(result: Result, out: TextIO) -> None:
     print(
         f"    commits: {' + '.join(ms(c) for c in commits)} = {ms(sum(commits))} ms vs the "
         f"floor's {' + '.join(ms(c) for c in floor_commits)} = {ms(sum(floor_commits))} ms "
-        f"and the bare write's one {ms(bare_commit)} ms; statements "
+        f"and the bare write's one {ms(bare_commit)} ms; Core statements "
         f"{sum(len(s.statements) for s in ours.spans)} vs "
         f"{sum(len(s.statements) for s in floor.spans)} vs "
         f"{sum(len(s.statements) for s in theirs.spans)}",

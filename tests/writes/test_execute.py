@@ -27,6 +27,7 @@ from hatp.writes import (
     Registry,
     Verdict,
     Writes,
+    _book,
     derive_key,
 )
 from hatp.writes._tables import write_journal, write_key, write_plan
@@ -38,6 +39,7 @@ from writes.executor_world import (
     ROWS,
     approved,
     journal_rows,
+    key_row,
     make_writes,
     propose,
 )
@@ -284,11 +286,76 @@ def test_a_plan_the_policy_allows_runs_without_an_approval(writes: Writes, store
     assert (entry.approvers, entry.source) == ((), "policy")
 
 
-def test_an_unknown_plan_is_refused(writes: Writes) -> None:
+def test_an_unknown_plan_is_refused(writes: Writes, store: Store) -> None:
     with pytest.raises(WritePlanUnknown):
         writes.execute("nope", 1, "worker-a")
     with pytest.raises(WritePlanUnknown):
         writes.status("nope", 1)
+    assert key_row(store, derive_key("nope", 1)) is None
+
+
+class _RolledBack(Exception):
+    pass
+
+
+def test_reading_a_plan_for_execute_reserves_its_key_in_the_same_statement_on_postgresql(
+    writes: Writes, store: Store, clock: ManualClock
+) -> None:
+    """One round trip reads the version and its approval and, on PostgreSQL, reserves the
+    key; the commit is relaxed only when the reservation was made; SQLite tries nothing."""
+    approved(writes, store)
+    key = derive_key("fix-1", 1)
+    until = 10**13
+    postgres = store.dialect == "postgresql"
+
+    def synchronous(conn: sa.Connection) -> str:
+        return str(conn.exec_driver_sql("SHOW synchronous_commit").scalar())
+
+    with pytest.raises(_RolledBack), store.transaction() as conn:
+        plan, approval, reserved = _book.get_plan_and_reserve_txn(
+            conn, "fix-1", 1, key, "worker-a", until, clock.now()
+        )
+        assert plan is not None
+        assert (plan.plan_id, plan.version) == ("fix-1", 1)
+        assert approval is not None
+        assert approval.approvers == (APPROVER.id,)
+        assert reserved is (True if postgres else None)
+        row = conn.execute(sa.select(write_key).where(write_key.c.key == key)).first()
+        if postgres:
+            assert synchronous(conn) == "off"
+            assert row is not None
+            assert (row.state, row.owner, row.fence, row.lease_until) == (
+                "reserved",
+                "worker-a",
+                1,
+                until,
+            )
+        else:
+            assert row is None
+        raise _RolledBack  # a refusal of step 1 rolls the reservation back
+    assert key_row(store, key) is None
+
+    # The key already reserved: nothing made, the commit stays durable.
+    with store.transaction() as conn:
+        assert _book.reserve_key_txn(conn, key, "fix-1", 1, "worker-b", until, clock.now())
+    with store.transaction() as conn:
+        _plan, _approval, reserved = _book.get_plan_and_reserve_txn(
+            conn, "fix-1", 1, key, "worker-a", until, clock.now()
+        )
+        assert reserved is (False if postgres else None)
+        if postgres:
+            assert synchronous(conn) == "on"
+    row = key_row(store, key)
+    assert row is not None
+    assert row.owner == "worker-b"
+
+    # No such version: nothing read, nothing reserved.
+    with store.transaction() as conn:
+        missing = _book.get_plan_and_reserve_txn(
+            conn, "fix-1", 2, derive_key("fix-1", 2), "worker-a", until, clock.now()
+        )
+        assert missing == (None, None, False if postgres else None)
+    assert key_row(store, derive_key("fix-1", 2)) is None
 
 
 def test_the_journal_lists_entries_of_one_plan_or_all(writes: Writes, store: Store) -> None:

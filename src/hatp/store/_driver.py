@@ -31,7 +31,14 @@ from sqlalchemy import exc
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.sql.compiler import SQLCompiler
 
-__all__ = ["INTEGRITY_ERRORS", "DriverResult", "DriverSession", "DriverStatement", "compiled"]
+__all__ = [
+    "INTEGRITY_ERRORS",
+    "DriverResult",
+    "DriverSession",
+    "DriverStatement",
+    "compiled",
+    "run_in",
+]
 
 #: A unique or foreign-key violation, from either driver or from SQLAlchemy.
 INTEGRITY_ERRORS = (sqlite3.IntegrityError, psycopg.IntegrityError, exc.IntegrityError)
@@ -71,6 +78,9 @@ class DriverStatement:
             if not bind.required and bind.callable is None
         }
         self.row_type: Callable[..., tuple[Any, ...]] | None = None  # set at first result
+        #: The driver's type code of each column it returns (``cursor.description``), set
+        #: by :func:`run_in` at first result.
+        self.type_codes: tuple[Any, ...] | None = None
 
     def params(self, values: Mapping[str, Any]) -> Sequence[Any] | Mapping[str, Any]:
         """Return ``values`` as the driver takes them for this statement."""
@@ -194,6 +204,30 @@ class DriverSession:
         if writes and self._read_only:
             raise TypeError("a read-only session runs no INSERT, UPDATE or DELETE")
         return writes
+
+
+def run_in(
+    conn: sa.Connection, statement: DriverStatement, values: Mapping[str, Any]
+) -> list[tuple[Any, ...]]:
+    """Run ``statement`` on the driver's cursor of ``conn``, in the transaction it has open.
+
+    Returns the rows it returns (none for a statement that returns none), as the driver
+    gives them. A driver error leaves as SQLAlchemy's ``DBAPIError`` subclass for it, the
+    driver's own exception as ``orig``, exactly as if ``conn.execute`` had run it.
+    """
+    base = conn.dialect.loaded_dbapi.Error
+    cursor = conn.connection.cursor()
+    try:
+        cursor.execute(statement.sql, statement.params(values))
+        if cursor.description is None:
+            return []
+        if statement.type_codes is None:
+            statement.type_codes = tuple(column[1] for column in cursor.description)
+        return list(cursor.fetchall())
+    except base as error:
+        raise sa.exc.DBAPIError.instance(statement.sql, dict(values), error, base) from error
+    finally:
+        cursor.close()
 
 
 _DIALECTS: dict[str, Callable[[], sa.Dialect]] = {

@@ -21,13 +21,13 @@ from __future__ import annotations
 
 import functools
 from collections import namedtuple
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
 
-from hatp.store._driver import DriverStatement
+from hatp.store._driver import DriverStatement, run_in
 from hatp.store._engine import dialect_insert
 from hatp.store._schema import dump_json, to_ms
 from hatp.writes._tables import (
@@ -127,14 +127,53 @@ def get_plan_and_approval_txn(
 ) -> tuple[PlanRow | None, ApprovalRow | None]:
     """The stored plan version and its approval (each ``None`` if missing), in one SELECT."""
     rows = _driver_rows(conn, "get_plan_and_approval", {"plan_id": plan_id, "version": version})
-    if not rows:
-        return None, None
+    return _plan_and_approval(rows[0]) if rows else (None, None)
+
+
+def _plan_and_approval(row: Sequence[Any]) -> tuple[PlanRow, ApprovalRow | None]:
+    """A row of the plan's columns then the approval's (all NULL when it has none)."""
     width = len(write_plan.columns)
-    plan, approval = rows[0][:width], rows[0][width:]
+    plan, approval = row[:width], row[width:]
     # approval's primary key column is NOT NULL: NULL there means no approval row.
     return PlanRow._from_row(_PlanFields(*plan)), (
         None if approval[0] is None else ApprovalRow._from_row(_ApprovalFields(*approval))
     )
+
+
+def get_plan_and_reserve_txn(
+    conn: sa.Connection,
+    plan_id: str,
+    version: int,
+    key: str,
+    owner: str,
+    lease_until: int,
+    now: datetime,
+) -> tuple[PlanRow | None, ApprovalRow | None, bool | None]:
+    """:func:`get_plan_and_approval_txn`, and on PostgreSQL also what :func:`reserve_key_txn`
+    does with ``relax`` (the key of the stored version reserved at fence 1, the commit not
+    waiting for the disk if it was), in the same round trip. The third value says whether
+    the reservation was made; ``None`` on SQLite, where nothing was tried (a statement
+    there costs no round trip).
+
+    For :meth:`~hatp.writes.Writes.execute` only: it reserves before the plan is checked,
+    so a refusal must roll the transaction back, as every refusal of step 1 does.
+    """
+    if conn.dialect.name != "postgresql":
+        return (*get_plan_and_approval_txn(conn, plan_id, version), None)
+    values = {
+        "plan_id": plan_id,
+        "version": version,
+        "key": key,
+        "state": KeyState.RESERVED.value,
+        "owner": owner,
+        "lease_until": lease_until,
+        "updated_at": to_ms(now),
+    }
+    rows = _driver_rows(conn, "get_plan_and_reserve_pg", values)
+    if not rows:
+        return None, None, False
+    plan, approval = _plan_and_approval(rows[0][:-1])
+    return plan, approval, bool(rows[0][-1])
 
 
 def set_plan_status_txn(
@@ -511,6 +550,30 @@ _GET_PLAN_AND_APPROVAL = (
 )
 
 
+# PostgreSQL: get_plan_and_approval and reserve_key_relaxed in one statement. The key is
+# inserted only for a stored version (the INSERT reads the plan's row), at fence 1, and
+# set_config (SET LOCAL) is evaluated by RETURNING only for the row inserted; the last
+# column counts it. Every CTE runs once, in the statement's one snapshot.
+_GET_PLAN_AND_RESERVE_PG = sa.text(
+    f"""WITH r AS (
+  INSERT INTO hatp_write_key (key, plan_id, version, state, owner, fence, lease_until,
+                              result, updated_at)
+  SELECT CAST(:key AS TEXT), plan_id, version, CAST(:state AS TEXT), CAST(:owner AS TEXT),
+         1, CAST(:lease_until AS BIGINT), NULL, CAST(:updated_at AS BIGINT)
+  FROM hatp_write_plan
+  WHERE plan_id = CAST(:plan_id AS TEXT) AND version = CAST(:version AS INTEGER)
+  ON CONFLICT DO NOTHING
+  RETURNING set_config('synchronous_commit', 'off', true)
+)
+SELECT {", ".join(f"p.{c.name}" for c in write_plan.columns)},
+       {", ".join(f"a.{c.name}" for c in write_approval.columns)},
+       (SELECT count(*) FROM r)
+FROM hatp_write_plan AS p
+LEFT JOIN hatp_write_approval AS a ON a.plan_id = p.plan_id AND a.version = p.version
+WHERE p.plan_id = CAST(:plan_id AS TEXT) AND p.version = CAST(:version AS INTEGER)"""
+)
+
+
 # PostgreSQL: finish_key, append_journal and set_status in one statement. Every CTE of a
 # statement runs once, in one snapshot; the journal row is made from the key's row (none
 # if the key was not reserved at our fence) and the plan's status set only if it was.
@@ -553,6 +616,7 @@ _DRIVER_STATEMENTS: dict[str, Any] = {
     "journal_seq": _JOURNAL_SEQ,
     "relax_commit": sa.text("SET LOCAL synchronous_commit = off"),
     "complete_key_pg": _COMPLETE_KEY_PG,
+    "get_plan_and_reserve_pg": _GET_PLAN_AND_RESERVE_PG,
 }
 
 # Rows of the driver's cursor, named as the tables' columns (selected in table order).
@@ -576,13 +640,4 @@ def _driver_rows(
     leaves as SQLAlchemy's ``DBAPIError`` subclass for it, the driver's own exception as
     ``orig``, exactly as if ``conn.execute`` had run the statement.
     """
-    statement = _driver_statement(conn.dialect.name, which)
-    base = conn.dialect.loaded_dbapi.Error
-    cursor = conn.connection.cursor()
-    try:
-        cursor.execute(statement.sql, statement.params(values))
-        return list(cursor.fetchall()) if cursor.description is not None else []
-    except base as error:
-        raise sa.exc.DBAPIError.instance(statement.sql, dict(values), error, base) from error
-    finally:
-        cursor.close()
+    return run_in(conn, _driver_statement(conn.dialect.name, which), values)

@@ -400,10 +400,18 @@ class Writes:
         with self._store.transaction() as conn:
             # Steps 1 and 2 in one transaction: what allows the plan to run is read
             # where its key is reserved (a refusal in step 1 rolls back, reserving nothing).
-            job = self._job_txn(conn, plan_id, version, origin)
+            # On PostgreSQL the read and a fresh reservation are one statement (one round
+            # trip): the reservation comes first there, and a refusal rolls it back.
+            lease = self._steps.lease()
+            found, approval, reserved = _book.get_plan_and_reserve_txn(
+                conn, plan_id, version, derive_key(plan_id, version), worker, lease[1], lease[0]
+            )
+            job = self._job(found, approval, plan_id, version, origin)
             # relax: when all this transaction did is read and reserve (or take over) the
             # key, it need not survive a power loss on its own ("Durability" above).
-            claim = self._steps.reserve_txn(conn, job, worker, relax=True)
+            claim = self._steps.reserve_txn(
+                conn, job, worker, relax=True, lease=lease, reserved=reserved
+            )
         if isinstance(claim, WriteOutcome):
             return claim
         fault_point("writes.reserved")
@@ -567,6 +575,17 @@ class Writes:
         """Step 1: the stored plan version, checked again, and who allows it to run."""
         # The plan version and its approval in one statement (a LEFT JOIN).
         found, approval = _book.get_plan_and_approval_txn(conn, plan_id, version)
+        return self._job(found, approval, plan_id, version, origin)
+
+    def _job(
+        self,
+        found: PlanRow | None,
+        approval: ApprovalRow | None,
+        plan_id: str,
+        version: int,
+        origin: str | None,
+    ) -> Job:
+        """Step 1 on the stored plan version and its approval, read."""
         row = _known(found, plan_id, version)
         checked = check_plan(row.plan, self._registry)
         allowed = authority(self._policy, row, checked, approval)

@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
 import sqlalchemy as sa
+
+from hatp.store._driver import DriverStatement, run_in
 
 __all__ = [
     "RecordName",
@@ -181,36 +183,74 @@ def read_records(
 def _read_set(
     conn: sa.Connection, record_set: RecordSet, keys: Mapping[Any, RecordName], *, lock: bool
 ) -> dict[RecordName, dict[str, Any] | None]:
-    query, places = _reading(record_set, lock and conn.dialect.name == "postgresql")
+    reading = _reading(
+        record_set, conn.dialect, len(keys), lock and conn.dialect.name == "postgresql"
+    )
     rows: dict[RecordName, dict[str, Any] | None] = dict.fromkeys(keys.values())
-    for row in conn.execute(query, {"keys": list(keys)}):
-        rows[keys[row[0]]] = {c: json_value(row[place]) for c, place in places}
+    for row in run_in(conn, reading.statement, reading.params(keys)):
+        rows[keys[reading.value(row, 0)]] = {
+            c: json_value(reading.value(row, i)) for c, i in reading.places
+        }
     return rows
 
 
-@functools.lru_cache(maxsize=256)
-def _reading(
-    record_set: RecordSet, for_update: bool
-) -> tuple[sa.Select[Any], tuple[tuple[str, int], ...]]:
-    """The query reading a set's records by key (built once: a statement built per read
-    costs SQLAlchemy more than running it), and each snapshot column's place in its rows.
+class _Reading:
+    """The statement reading ``count`` records of a set by key, compiled once, and how
+    its values pass between the driver and Python as SQLAlchemy would pass them (the
+    types' bind and result processors: a SQLite ``Boolean`` read as ``bool``, a
+    ``Numeric`` as ``Decimal``, a type decorator's own conversion)."""
 
-    The key column comes first; the keys are one expanding parameter, ``keys``.
-    """
-    table = record_set.table
-    others = [c for c in record_set.columns if c != record_set.key]
-    key = table.c[record_set.key]
-    query = (
-        sa.select(key, *(table.c[c] for c in others))
-        .where(key.in_(sa.bindparam("keys", expanding=True)))
-        .order_by(key)
-    )
-    if for_update:
-        query = query.with_for_update()
-    places = tuple(
-        (c, 0 if c == record_set.key else 1 + others.index(c)) for c in record_set.columns
-    )
-    return query, places
+    def __init__(
+        self, record_set: RecordSet, dialect: sa.Dialect, count: int, for_update: bool
+    ) -> None:
+        table = record_set.table
+        others = [c for c in record_set.columns if c != record_set.key]
+        key = table.c[record_set.key]
+        selected = [key, *(table.c[c] for c in others)]
+        names = [f"key_{n}" for n in range(count)]
+        query = (
+            sa.select(*selected)
+            .where(key.in_([sa.bindparam(name, type_=key.type) for name in names]))
+            .order_by(key)
+        )
+        if for_update:
+            query = query.with_for_update()
+        self.statement = DriverStatement(dialect.name, query)
+        self._names = names
+        self._bind = key.type.dialect_impl(dialect).bind_processor(dialect)
+        self._types = [c.type.dialect_impl(dialect) for c in selected]
+        self._dialect = dialect
+        self._results: list[Callable[[Any], Any] | None] | None = None  # at the first rows
+        self.places = tuple(
+            (c, 0 if c == record_set.key else 1 + others.index(c)) for c in record_set.columns
+        )
+
+    def params(self, keys: Iterable[Any]) -> dict[str, Any]:
+        bind = self._bind
+        return {
+            name: value if bind is None else bind(value)
+            for name, value in zip(self._names, keys, strict=True)
+        }
+
+    def value(self, row: Sequence[Any], place: int) -> Any:
+        if self._results is None:
+            # Some processors look at the driver's type of the column (psycopg's
+            # numeric or float), known once the statement has returned rows.
+            codes = self.statement.type_codes or (None,) * len(self._types)
+            self._results = [
+                kind.result_processor(self._dialect, code)
+                for kind, code in zip(self._types, codes, strict=True)
+            ]
+        convert = self._results[place]
+        return row[place] if convert is None else convert(row[place])
+
+
+@functools.lru_cache(maxsize=256)
+def _reading(record_set: RecordSet, dialect: sa.Dialect, count: int, for_update: bool) -> _Reading:
+    """How to read ``count`` records of a set, built once: a statement built per read costs
+    SQLAlchemy more than running it (and runs on the driver, below SQLAlchemy's execution
+    machinery, as the writes' bookkeeping does)."""
+    return _Reading(record_set, dialect, count, for_update)
 
 
 def _python_type(column: sa.Column[Any]) -> type | None:

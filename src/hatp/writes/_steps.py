@@ -124,8 +124,20 @@ class Steps:
         self._clock = clock
         self._lease_seconds = lease_seconds
 
+    def lease(self) -> tuple[datetime, int]:
+        """Now, and the stored end of a lease taken now."""
+        now = self._clock.now()
+        return now, lease_end(now, self._lease_seconds)
+
     def reserve_txn(
-        self, conn: sa.Connection, job: Job, worker: str, *, relax: bool = False
+        self,
+        conn: sa.Connection,
+        job: Job,
+        worker: str,
+        *,
+        relax: bool = False,
+        lease: tuple[datetime, int] | None = None,
+        reserved: bool | None = None,
     ) -> Claim | WriteOutcome:
         """Step 2: reserve the job's key, or find out why not.
 
@@ -141,17 +153,22 @@ class Steps:
         was completed before (``already-executed``) or a dead worker's write is
         found applied (``recovered``, recorded now).
 
+        ``reserved`` (with the ``lease`` it was tried with, :meth:`lease`): the fresh
+        reservation was already tried in this transaction, in the same way
+        (:func:`hatp.writes._book.get_plan_and_reserve_txn`), and whether it was made.
+
         Raises:
             ConcurrentExecution: another worker holds the key under a live lease
                 [WRITE-CONCURRENT].
             RecoveryRequired: a dead worker's key, and the records are neither
                 the snapshot nor the postcondition [WRITE-RECOVER].
         """
-        now = self._clock.now()
-        until = lease_end(now, self._lease_seconds)
-        if _book.reserve_key_txn(
-            conn, job.key, job.plan_id, job.version, worker, until, now, relax=relax
-        ):
+        now, until = self.lease() if lease is None else lease
+        if reserved is None:
+            reserved = _book.reserve_key_txn(
+                conn, job.key, job.plan_id, job.version, worker, until, now, relax=relax
+            )
+        if reserved:
             return Claim(fence=1, recovered=False)
         key = job.key
         found = _book.get_key_txn(conn, key, lock=True)
