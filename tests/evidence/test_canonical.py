@@ -426,6 +426,8 @@ def test_canonical_plain_is_canonical_and_readable_or_declines(value: Any, depth
     [
         ({"a": 1.5}, 0),
         ({"é": 1}, 0),
+        ({"a": "é", "b": [{"c": {'x\\"\U0001f600': 1}}]}, 0),
+        ({"a": 'ü":', "b": {"\ue000": True}}, 0),
         ({1: "a"}, 0),
         ([MAX_SAFE + 1], 0),
         ({"a": [1]}, 63),
@@ -439,6 +441,15 @@ def test_canonical_plain_declines_what_is_not_plain(value: Any, depth: int) -> N
     """Floats, non-ASCII or non-text keys, unsafe integers, nesting to 64 levels, types
     that are not JSON and lone surrogates all take the careful path."""
     assert canonical_plain(value, depth) is None
+
+
+def test_canonical_plain_takes_non_ascii_text_under_ascii_keys() -> None:
+    """Text beyond ASCII in values (names, currencies) keeps the fast path, even text that
+    looks like a key from inside a string; the bytes are rfc8785's."""
+    value = {"name": "Zoë Müller", "note": 'a "ü": b', "price": ["12.00", "€"]}
+    plain = canonical_plain(value)
+    assert plain is not None
+    assert plain == rfc8785.dumps(value)
 
 
 def test_canonical_plain_takes_the_deepest_readable_nesting() -> None:

@@ -66,14 +66,9 @@ def canonical_plain(value: Any, depth: int = 0) -> bytes | None:
     elif not (kind is str or kind is bool or value is None or (kind is int and _safe(value))):
         return None
     try:
-        out = orjson.dumps(value, option=_ORJSON_OPTIONS)
+        return orjson.dumps(value, option=_ORJSON_OPTIONS)
     except (TypeError, orjson.JSONEncodeError):
-        return None  # a key that is not text, or a lone surrogate: the reference path names it
-    # orjson writes text as it is, so output all ASCII means every key is ASCII; only a
-    # document with other text has its keys looked at one by one.
-    if not out.isascii() and not _ascii_keys(value):
-        return None
-    return out
+        return None  # a lone surrogate: the reference path names it
 
 
 def plain_bytes(value: Any) -> bytes:
@@ -101,12 +96,25 @@ def _plain(value: dict[str, Any] | list[Any] | tuple[Any, ...], depth: int) -> b
 
     Hand-written: no library answers "is this orjson-exact and strict-readable"
     in one pass. Text, booleans and null, most of any document, are passed by one
-    set lookup on their type. Keys are not looked at here: orjson refuses a key
-    that is not text, and :func:`canonical_plain` reads its output for the rest.
+    set lookup on their type; the two loops are one written twice, for speed.
     """
     if depth >= MAX_JSON_DEPTH:
         return False
-    members: Any = value.values() if type(value) is dict else value
+    if type(value) is dict:
+        for key, item in value.items():
+            if type(key) is not str or not key.isascii():
+                return False
+            kind = type(item)
+            if kind in _LEAVES:
+                continue
+            if kind is dict or kind is list or kind is tuple:
+                if _plain(item, depth + 1):
+                    continue
+            elif kind is int and -MAX_SAFE_INTEGER <= item <= MAX_SAFE_INTEGER:
+                continue
+            return False
+        return True
+    members: Any = value  # a list or a tuple here
     for item in members:
         kind = type(item)
         if kind in _LEAVES:
@@ -117,17 +125,6 @@ def _plain(value: dict[str, Any] | list[Any] | tuple[Any, ...], depth: int) -> b
         elif kind is int and -MAX_SAFE_INTEGER <= item <= MAX_SAFE_INTEGER:
             continue
         return False
-    return True
-
-
-def _ascii_keys(value: Any) -> bool:
-    """Whether every key in ``value`` (a plain document, :func:`_plain`) is ASCII text: for
-    those, orjson's key order (by UTF-8 bytes) is RFC 8785's (by UTF-16 code units)."""
-    kind = type(value)
-    if kind is dict:
-        return all(key.isascii() and _ascii_keys(item) for key, item in value.items())
-    if kind is list or kind is tuple:
-        return all(_ascii_keys(item) for item in value)
     return True
 
 
