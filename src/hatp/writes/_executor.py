@@ -402,15 +402,16 @@ class Writes:
             # where its key is reserved (a refusal in step 1 rolls back, reserving nothing).
             # On PostgreSQL the read and a fresh reservation are one statement (one round
             # trip): the reservation comes first there, and a refusal rolls it back.
-            lease = self._steps.lease()
+            now, until = self._steps.lease()
+            key = derive_key(plan_id, version)
             found, approval, reserved = _book.get_plan_and_reserve_txn(
-                conn, plan_id, version, derive_key(plan_id, version), worker, lease[1], lease[0]
+                conn, plan_id, version, key, worker, until, now
             )
             job = self._job(found, approval, plan_id, version, origin)
             # relax: when all this transaction did is read and reserve (or take over) the
             # key, it need not survive a power loss on its own ("Durability" above).
             claim = self._steps.reserve_txn(
-                conn, job, worker, relax=True, lease=lease, reserved=reserved
+                conn, job, worker, relax=True, lease=(now, until), reserved=reserved
             )
         if isinstance(claim, WriteOutcome):
             return claim
