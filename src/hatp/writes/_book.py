@@ -160,15 +160,7 @@ def get_plan_and_reserve_txn(
     """
     if conn.dialect.name != "postgresql":
         return (*get_plan_and_approval_txn(conn, plan_id, version), None)
-    values = {
-        "plan_id": plan_id,
-        "version": version,
-        "key": key,
-        "state": KeyState.RESERVED.value,
-        "owner": owner,
-        "lease_until": lease_until,
-        "updated_at": to_ms(now),
-    }
+    values = _reservation(key, plan_id, version, owner, lease_until, now)
     rows = _driver_rows(conn, "get_plan_and_reserve_pg", values)
     if not rows:
         return None, None, False
@@ -254,7 +246,16 @@ def reserve_key_txn(
     the same statement (on PostgreSQL ``RETURNING`` calls ``set_config(
     'synchronous_commit', 'off', true)``, which it evaluates only for the row inserted):
     only for a transaction that will have written nothing else when it commits."""
-    values = {
+    values = _reservation(key, plan_id, version, owner, lease_until, now)
+    which = "reserve_key_relaxed" if relax and conn.dialect.name == "postgresql" else "reserve_key"
+    return bool(_driver_rows(conn, which, values))
+
+
+def _reservation(
+    key: str, plan_id: str, version: int, owner: str, lease_until: int, now: datetime
+) -> dict[str, Any]:
+    """The key row of a fresh reservation: ``reserved`` at fence 1, no result."""
+    return {
         "key": key,
         "plan_id": plan_id,
         "version": version,
@@ -265,8 +266,6 @@ def reserve_key_txn(
         "result": None,
         "updated_at": to_ms(now),
     }
-    which = "reserve_key_relaxed" if relax and conn.dialect.name == "postgresql" else "reserve_key"
-    return bool(_driver_rows(conn, which, values))
 
 
 def get_key_txn(conn: sa.Connection, key: str, *, lock: bool = False) -> KeyRow | None:
@@ -551,7 +550,7 @@ _GET_PLAN_AND_APPROVAL = (
 
 
 # PostgreSQL: get_plan_and_approval and reserve_key_relaxed in one statement. The key is
-# inserted only for a stored version (the INSERT reads the plan's row), at fence 1, and
+# inserted only for a stored version (the INSERT reads the plan's row), and
 # set_config (SET LOCAL) is evaluated by RETURNING only for the row inserted; the last
 # column counts it. Every CTE runs once, in the statement's one snapshot.
 _GET_PLAN_AND_RESERVE_PG = sa.text(
@@ -559,7 +558,8 @@ _GET_PLAN_AND_RESERVE_PG = sa.text(
   INSERT INTO hatp_write_key (key, plan_id, version, state, owner, fence, lease_until,
                               result, updated_at)
   SELECT CAST(:key AS TEXT), plan_id, version, CAST(:state AS TEXT), CAST(:owner AS TEXT),
-         1, CAST(:lease_until AS BIGINT), NULL, CAST(:updated_at AS BIGINT)
+         CAST(:fence AS BIGINT), CAST(:lease_until AS BIGINT), CAST(:result AS TEXT),
+         CAST(:updated_at AS BIGINT)
   FROM hatp_write_plan
   WHERE plan_id = CAST(:plan_id AS TEXT) AND version = CAST(:version AS INTEGER)
   ON CONFLICT DO NOTHING

@@ -410,9 +410,7 @@ class Writes:
             job = self._job(found, approval, plan_id, version, origin)
             # relax: when all this transaction did is read and reserve (or take over) the
             # key, it need not survive a power loss on its own ("Durability" above).
-            claim = self._steps.reserve_txn(
-                conn, job, worker, relax=True, lease=(now, until), reserved=reserved
-            )
+            claim = self._steps.reserve_txn(conn, job, worker, relax=True, reserved=reserved)
         if isinstance(claim, WriteOutcome):
             return claim
         fault_point("writes.reserved")

@@ -187,10 +187,8 @@ def _read_set(
         record_set, conn.dialect, len(keys), lock and conn.dialect.name == "postgresql"
     )
     rows: dict[RecordName, dict[str, Any] | None] = dict.fromkeys(keys.values())
-    for row in run_in(conn, reading.statement, reading.params(keys)):
-        rows[keys[reading.value(row, 0)]] = {
-            c: json_value(reading.value(row, i)) for c, i in reading.places
-        }
+    for row in reading.rows(run_in(conn, reading.statement, reading.params(keys))):
+        rows[keys[row[0]]] = {c: json_value(row[i]) for c, i in reading.places}
     return rows
 
 
@@ -232,7 +230,10 @@ class _Reading:
             for name, value in zip(self._names, keys, strict=True)
         }
 
-    def value(self, row: Sequence[Any], place: int) -> Any:
+    def rows(self, found: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+        """The driver's rows with each value as SQLAlchemy would have returned it."""
+        if not found:
+            return found
         if self._results is None:
             # Some processors look at the driver's type of the column (psycopg's
             # numeric or float), known once the statement has returned rows.
@@ -241,8 +242,13 @@ class _Reading:
                 kind.result_processor(self._dialect, code)
                 for kind, code in zip(self._types, codes, strict=True)
             ]
-        convert = self._results[place]
-        return row[place] if convert is None else convert(row[place])
+        if not any(self._results):
+            return found
+        converts = self._results
+        return [
+            tuple(v if f is None else f(v) for f, v in zip(converts, row, strict=True))
+            for row in found
+        ]
 
 
 @functools.lru_cache(maxsize=256)

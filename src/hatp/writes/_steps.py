@@ -136,7 +136,6 @@ class Steps:
         worker: str,
         *,
         relax: bool = False,
-        lease: tuple[datetime, int] | None = None,
         reserved: bool | None = None,
     ) -> Claim | WriteOutcome:
         """Step 2: reserve the job's key, or find out why not.
@@ -153,8 +152,7 @@ class Steps:
         was completed before (``already-executed``) or a dead worker's write is
         found applied (``recovered``, recorded now).
 
-        ``reserved`` (with the ``lease`` it was tried with, :meth:`lease`): the fresh
-        reservation was already tried in this transaction, in the same way
+        ``reserved``: the fresh reservation was already tried in this transaction
         (:func:`hatp.writes._book.get_plan_and_reserve_txn`), and whether it was made.
 
         Raises:
@@ -163,7 +161,7 @@ class Steps:
             RecoveryRequired: a dead worker's key, and the records are neither
                 the snapshot nor the postcondition [WRITE-RECOVER].
         """
-        now, until = self.lease() if lease is None else lease
+        now, until = self.lease()
         if reserved is None:
             reserved = _book.reserve_key_txn(
                 conn, job.key, job.plan_id, job.version, worker, until, now, relax=relax
