@@ -111,6 +111,7 @@ JSON_KEYS = (
     "seq_txn_per_s",
     "inflight16_txn_per_s",
     "inflight16_ratio",
+    "inflight16_cpu_ms_per_txn",
     "two_processes_txn_per_s",
     "two_processes_ratio",
     "wake_p50_ms",
@@ -173,11 +174,16 @@ class Measured:
     mode: str
     latencies: list[float]
     elapsed: float  # sequential: the transactions' own time (the floor's is left out)
+    cpu: float | None = None  # process CPU seconds across the batch, where measured
 
     @classmethod
-    def of(cls, mode: str, batch: Batch) -> Measured:
+    def of(cls, mode: str, batch: Batch, cpu: float | None = None) -> Measured:
         """A batch run several at a time: its transactions / its wall time."""
-        return cls(mode, batch.latencies, batch.elapsed)
+        return cls(mode, batch.latencies, batch.elapsed, cpu)
+
+    @property
+    def cpu_per_txn(self) -> float | None:
+        return None if self.cpu is None else self.cpu / len(self.latencies)
 
     @property
     def rate(self) -> float:
@@ -338,6 +344,7 @@ class BackendResult:
             "seq_txn_per_s": seq.rate,
             "inflight16_txn_per_s": flight.rate if flight else None,
             "inflight16_ratio": flight.rate / seq.rate if flight else None,
+            "inflight16_cpu_ms_per_txn": _ms_or_none(flight.cpu_per_txn if flight else None),
             # Null on SQLite: the target is about processes sharing one PostgreSQL.
             "two_processes_txn_per_s": two.rate if two else None,
             "two_processes_ratio": two.rate / one.rate if one and two else None,
@@ -350,6 +357,10 @@ class BackendResult:
             "switches_per_txn": self.run.switches / len(self.run.latencies),
         }
         return {key: None if value is None else round(value, 4) for key, value in figures.items()}
+
+
+def _ms_or_none(seconds: float | None) -> float | None:
+    return None if seconds is None else seconds * 1e3
 
 
 def _p50_ms(samples: list[float] | None) -> float | None:
@@ -378,8 +389,10 @@ def run_backend(backend: Backend, settings: Settings) -> BackendResult:
     for width in settings.in_flight:
         with backend.rig() as rig:
             asyncio.run(rig.warm_up(settings.warmup))
+            started = time.process_time()
             batch = asyncio.run(in_flight(rig, min(settings.concurrent, _MOST), width))
-        flights[width] = Measured.of(f"{width} in flight", batch)
+            cpu = time.process_time() - started
+        flights[width] = Measured.of(f"{width} in flight", batch, cpu)
     processes: dict[int, Measured] = {}
     if backend.name == "postgresql":  # the target is about processes sharing one server
         count = min(settings.per_process, _MOST)
@@ -496,8 +509,8 @@ def print_results(results: Sequence[BackendResult], skipped: Sequence[str]) -> N
     )
     print()
     header = (
-        f"{'backend':<11} {'mode':<13} {'txns':>5} {'txn/s':>7} {'p50 ms':>8} {'p99 ms':>8} "
-        f"{'vs sequential':>13} {'target':>7}  result"
+        f"{'backend':<11} {'mode':<13} {'txns':>5} {'txn/s':>7} {'cpu ms/txn':>10} "
+        f"{'p50 ms':>8} {'p99 ms':>8} {'vs sequential':>13} {'target':>7}  result"
     )
     print(header)
     print("-" * len(header))
@@ -505,7 +518,7 @@ def print_results(results: Sequence[BackendResult], skipped: Sequence[str]) -> N
         seq = result.seq
         print(
             f"{result.name:<11} {seq.mode:<13} {len(seq.latencies):>5} {seq.rate:>7.1f} "
-            f"{ms(seq.p50):>8} {ms(seq.p99):>8}"
+            f"{ms(result.cpu_per_txn):>10} {ms(seq.p50):>8} {ms(seq.p99):>8}"
         )
         for width, row in result.flights.items():
             ratio = row.rate / seq.rate
@@ -513,15 +526,19 @@ def print_results(results: Sequence[BackendResult], skipped: Sequence[str]) -> N
             if width == IN_FLIGHT:
                 target = f">={IN_FLIGHT_TARGET:.1f}x"
                 verdict = _verdict(ratio, IN_FLIGHT_TARGET, at_least=True)
+            cpu = "-" if row.cpu_per_txn is None else ms(row.cpu_per_txn)
             print(
                 f"{result.name:<11} {row.mode:<13} {len(row.latencies):>5} {row.rate:>7.1f} "
-                f"{ms(row.p50):>8} {ms(row.p99):>8} {ratio:>12.2f}x {target:>7}  {verdict}"
+                f"{cpu:>10} {ms(row.p50):>8} {ms(row.p99):>8} {ratio:>12.2f}x {target:>7}  "
+                f"{verdict}"
             )
     for line in skipped:
         print(f"{'postgresql':<11} skipped: {line}")
     print(
         "txn/s: sequential = transactions / their summed latencies; in flight = transactions / "
-        "the wall time of the batch, each on a fresh world of the same store"
+        "the wall time of the batch, each on a fresh world of the same store; cpu ms/txn = the "
+        "process's CPU across the run / its transactions (with the GIL, about one core is what "
+        "one process has: throughput in flight is bounded by it)"
     )
 
 

@@ -140,6 +140,7 @@ def test_coordinator_benchmark_json_is_one_object_with_the_figures_per_database(
         "wall_ratio",
         "seq_txn_per_s",
         "inflight16_txn_per_s",
+        "inflight16_cpu_ms_per_txn",
         "wake_p50_ms",
         "handoffs_per_txn",
         "handoff_cpu_us",

@@ -12,6 +12,7 @@ from typing import Any
 
 from hatp import _checks
 from hatp._faults import fault_point
+from hatp._turns import in_turn
 from hatp.clock import Clock, format_time
 from hatp.errors import HatpError, OutcomeConflict, StaleFence
 from hatp.evidence import SigningKey, digest
@@ -287,7 +288,9 @@ class ParticipantServer:
         request: handlers.Request,
         table: Mapping[BranchState, handlers.Handler],
     ) -> dict[str, Any]:
-        return await asyncio.to_thread(self._run, txn_id, branch_id, fence, request, table)
+        return await in_turn(
+            lambda: asyncio.to_thread(self._run, txn_id, branch_id, fence, request, table)
+        )
 
     def _run(
         self,
