@@ -13,8 +13,9 @@ So a call waits for its turn: it starts once no other call of the loop is
 running, or once the one running has run for :data:`GRACE_SECONDS`. A call that
 is slow, or stuck on a database that stopped answering, holds the others up for
 that long only; after it, they start beside it, as they would without turns.
-Store calls do not take turns: most of what they wait for is the disk's flush
-at commit, which the calls of other stores should not wait behind.
+Store calls do not take turns: much of what they wait for is the disk's flush
+at commit, and the coordinator's log writes would then wait behind the
+participants' flushes.
 
 Written by hand: ``asyncio.Semaphore`` has no holder that stops counting after
 a while.

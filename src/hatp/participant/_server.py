@@ -47,7 +47,9 @@ class ParticipantServer:
     Each call locks its branch row and does all its work, the operation's own
     writes included, in one store transaction before it returns a receipt
     [PART-DURABLE]; a repeat returns the stored receipt [PART-IDEMPOTENT].
-    Database work runs in a worker thread, so the event loop never blocks on it.
+    Database work runs in a worker thread, so the event loop never blocks on it;
+    the calls of one event loop's participants take turns there (``hatp._turns``:
+    one at a time, but never held up by a call stuck for more than 3 ms).
 
     Raises:
         ValueError: two operations share a name, an operation has no name or tier, is
