@@ -259,7 +259,7 @@ class Split:
     count: int
     total: float
     participants: float  # some participant call in flight
-    log: float  # a decision-log write (they block the event loop)
+    log: float  # a decision-log write (on a store worker; the transaction waits for it)
     calls: float
     writes: float
 
@@ -630,8 +630,9 @@ def print_breakdown(result: BackendResult) -> None:
     )
     print(
         f"    waited for (mean of {split.count} more, instrumented): "
-        f"participants {ms(split.participants)} ms ({split.calls:.0f} calls; the prepares "
-        f"overlap), log writes {ms(split.log)} ms ({split.writes:.0f}, on the event loop), "
+        f"participants {ms(split.participants)} ms ({split.calls:.0f} calls; time any of them "
+        f"ran, counted once), log writes {ms(split.log)} ms ({split.writes:.0f}, on the store's "
+        "workers), "
         f"coordinator's own work {ms(split.coordinator)} ms; total {ms(split.total)} ms"
     )
     calls = census.calls

@@ -49,7 +49,8 @@ class ParticipantServer:
     [PART-DURABLE]; a repeat returns the stored receipt [PART-IDEMPOTENT].
     Database work runs in a worker thread, so the event loop never blocks on it;
     the calls of one event loop's participants take turns there (``hatp._turns``:
-    one at a time, but never held up by a call stuck for more than 3 ms).
+    one at a time, and a call stuck on its database holds the others up for 3 ms
+    at most).
 
     Raises:
         ValueError: two operations share a name, an operation has no name or tier, is
