@@ -7,7 +7,6 @@ import asyncio
 import gc
 import threading
 import weakref
-from collections.abc import Iterator
 
 import pytest
 
@@ -20,15 +19,10 @@ LONG = 60.0
 WAIT = 10.0
 
 
-@pytest.fixture
-def grace(request: pytest.FixtureRequest) -> Iterator[float]:
-    seconds = getattr(request, "param", LONG)
-    saved = _turns.GRACE_SECONDS
-    _turns.GRACE_SECONDS = seconds
-    try:
-        yield seconds
-    finally:
-        _turns.GRACE_SECONDS = saved
+@pytest.fixture(autouse=True)
+def _long_grace(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every call of these tests keeps its turn until it ends, unless a test says less."""
+    monkeypatch.setattr(_turns, "GRACE_SECONDS", LONG)
 
 
 class Gated:
@@ -54,8 +48,7 @@ async def _started(call: Gated) -> None:
     assert call.started.is_set(), f"{call.name} never started"
 
 
-@pytest.mark.parametrize("grace", [LONG], indirect=True)
-def test_calls_start_one_at_a_time_in_the_order_they_came(grace: float) -> None:
+def test_calls_start_one_at_a_time_in_the_order_they_came() -> None:
     """While a call runs within its grace, the next waits; each starts when the one
     before it ends, in the order they were made."""
     log: list[str] = []
@@ -81,10 +74,12 @@ def test_calls_start_one_at_a_time_in_the_order_they_came(grace: float) -> None:
     assert log == ["a starts", "a ends", "b starts", "b ends", "c starts", "c ends"]
 
 
-@pytest.mark.parametrize("grace", [0.05], indirect=True)
-def test_a_call_that_does_not_end_holds_the_others_up_only_for_its_grace(grace: float) -> None:
+def test_a_call_that_does_not_end_holds_the_others_up_only_for_its_grace(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """A stuck call (a database that stopped answering) lets the next start beside it once
     its grace has passed: the others run and end while it is still stuck."""
+    monkeypatch.setattr(_turns, "GRACE_SECONDS", 0.05)
     log: list[str] = []
     stuck, after = Gated("stuck", log), Gated("after", log)
     after.go.set()
@@ -101,8 +96,7 @@ def test_a_call_that_does_not_end_holds_the_others_up_only_for_its_grace(grace: 
     assert log == ["stuck starts", "after starts", "after ends", "stuck ends"]
 
 
-@pytest.mark.parametrize("grace", [LONG], indirect=True)
-def test_a_failing_call_passes_its_turn_on(grace: float) -> None:
+def test_a_failing_call_passes_its_turn_on() -> None:
     """A call that raises ends its turn like any other: its error reaches its caller and
     the next call runs."""
 
@@ -119,8 +113,7 @@ def test_a_failing_call_passes_its_turn_on(grace: float) -> None:
     assert asyncio.run(body()) == "next"
 
 
-@pytest.mark.parametrize("grace", [LONG], indirect=True)
-def test_a_caller_that_stops_waiting_for_its_turn_loses_no_one_elses(grace: float) -> None:
+def test_a_caller_that_stops_waiting_for_its_turn_loses_no_one_elses() -> None:
     """A caller cancelled while it waits never runs its call; the turn goes to the next
     caller still waiting, and later callers run as well."""
     log: list[str] = []
@@ -145,8 +138,7 @@ def test_a_caller_that_stops_waiting_for_its_turn_loses_no_one_elses(grace: floa
     assert log == ["a starts", "a ends", "kept starts", "kept ends"]
 
 
-@pytest.mark.parametrize("grace", [LONG], indirect=True)
-def test_a_caller_cancelled_as_its_turn_came_passes_it_on(grace: float) -> None:
+def test_a_caller_cancelled_as_its_turn_came_passes_it_on() -> None:
     """A caller handed the turn and cancelled before it could start gives the turn to the
     next caller instead of keeping it."""
     started: list[str] = []
@@ -159,7 +151,7 @@ def test_a_caller_cancelled_as_its_turn_came_passes_it_on(grace: float) -> None:
         async def first() -> str:
             started.append("a")
             await release
-            # Cancelled before the turn this call hands on lets the next caller resume.
+            # Runs before the waiting caller resumes with the turn this call hands it.
             loop.call_soon(waiting.cancel)
             return "a"
 
@@ -183,8 +175,7 @@ def test_a_caller_cancelled_as_its_turn_came_passes_it_on(grace: float) -> None:
     assert started == ["a", "next", "later"]
 
 
-@pytest.mark.parametrize("grace", [LONG], indirect=True)
-def test_each_event_loop_has_turns_of_its_own(grace: float) -> None:
+def test_each_event_loop_has_turns_of_its_own() -> None:
     """A call stuck on one loop does not hold up the calls of another loop."""
     log: list[str] = []
     stuck = Gated("stuck", log)
