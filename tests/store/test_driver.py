@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import pytest
@@ -106,3 +107,80 @@ def test_a_sqlite_read_session_takes_no_write_lock(tmp_path: Path) -> None:
             assert reading.execute(_GET).all() == []
     finally:
         store.close()
+
+
+# --- the connections the driver path keeps between its transactions ------------------------
+
+
+class _PoolTraffic:
+    """Counts the connections checked out of a store's pool and given back to it."""
+
+    def __init__(self, store: Store) -> None:
+        self.out = self.back = 0
+        self._engine = store._engine
+        sa.event.listen(self._engine, "checkout", self._checkout)
+        sa.event.listen(self._engine, "checkin", self._checkin)
+
+    def _checkout(self, *_: object) -> None:
+        self.out += 1
+
+    def _checkin(self, *_: object) -> None:
+        self.back += 1
+
+    def remove(self) -> None:
+        sa.event.remove(self._engine, "checkout", self._checkout)
+        sa.event.remove(self._engine, "checkin", self._checkin)
+
+
+def test_driver_transactions_one_after_another_keep_one_connection(store: Store) -> None:
+    """The pool's checkout and check-in are paid once, not at every transaction."""
+    traffic = _PoolTraffic(store)
+    try:
+        for number in range(5):
+            with store.driver_session() as session:
+                session.executemany(txn.insert(), [{**_ROW, "txn_id": f"t-{number}"}])
+            with store.read_session() as session:
+                assert len(session.execute(_GET).all()) == number + 1
+        assert (traffic.out, traffic.back) == (1, 0)
+    finally:
+        traffic.remove()
+
+
+def test_a_driver_transaction_that_raised_gives_its_connection_back(store: Store) -> None:
+    """Only a connection whose transaction ended normally is kept; the pool resets the rest."""
+    traffic = _PoolTraffic(store)
+    try:
+        with pytest.raises(StoreUnavailable), store.driver_session() as session:
+            session.executemany(txn.insert(), [_ROW, _ROW])  # the same key twice
+        with pytest.raises(RuntimeError), store.driver_session() as session:
+            raise RuntimeError("changed my mind")
+        assert (traffic.out, traffic.back) == (2, 2)
+        with store.driver_session() as session:
+            assert session.execute(_GET).all() == []
+        assert (traffic.out, traffic.back) == (3, 2)
+    finally:
+        traffic.remove()
+
+
+def test_the_connections_kept_are_few_and_given_back_at_close(store_url: str) -> None:
+    """Eight threads in driver transactions at once: two connections stay kept, the
+    others go back to the pool; closing the store gives the kept ones back too."""
+    store = open_store(store_url)
+    traffic = _PoolTraffic(store)
+    inside = threading.Barrier(8)
+
+    def one() -> None:
+        with store.read_session() as session:
+            inside.wait(timeout=30)  # all eight hold a connection at once
+            session.execute(_GET).all()
+
+    try:
+        threads = [threading.Thread(target=one) for _ in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert (traffic.out, traffic.back) == (8, 6)
+    finally:
+        store.close()
+    assert traffic.back == 8

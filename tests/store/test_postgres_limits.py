@@ -98,17 +98,38 @@ def test_the_first_transaction_after_the_server_dropped_the_pool_succeeds_STORE_
     log = DecisionLog(pg_store)
     with pg_store.transaction() as conn:
         pid = conn.exec_driver_sql("SELECT pg_backend_pid()").scalar()
-    with admin(pg_url) as other:
+    _terminate(pg_url, pid)
+    assert log.open_transactions() == []
+    with pg_store.transaction() as conn:
+        assert conn.exec_driver_sql("SELECT pg_backend_pid()").scalar() != pid
+    assert "dropped by the server; replacing it" in caplog.text
+
+
+def test_a_kept_connection_the_server_dropped_is_replaced_STORE_PRE_PING(
+    pg_store: Store, pg_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """[STORE-PRE-PING] the connection a driver transaction kept for the next one is
+    terminated from another session while idle: the next driver transaction (a read
+    of the log) does not fail on it; it runs on a live connection."""
+    caplog.set_level(logging.INFO, logger="hatp.store")
+    with pg_store.driver_transaction() as cursor:
+        pid = cursor.connection.info.backend_pid
+    _terminate(pg_url, pid)
+    assert DecisionLog(pg_store).open_transactions() == []
+    with pg_store.driver_transaction() as cursor:
+        assert cursor.connection.info.backend_pid != pid
+    assert "dropped by the server; replacing it" in caplog.text
+
+
+def _terminate(url: str, pid: int) -> None:
+    """End the backend ``pid`` from another session, and wait until it is gone."""
+    with admin(url) as other:
         ended = other.execute("SELECT pg_terminate_backend(%s)", (pid,)).fetchone()
         assert ended == (True,)
         gone = "SELECT count(*) FROM pg_stat_activity WHERE pid = %s"
         for _ in range(1000):  # the backend exits asynchronously; poll, do not sleep
             if other.execute(gone, (pid,)).fetchone() == (0,):
                 break
-    assert log.open_transactions() == []
-    with pg_store.transaction() as conn:
-        assert conn.exec_driver_sql("SELECT pg_backend_pid()").scalar() != pid
-    assert "dropped by the server; replacing it" in caplog.text
 
 
 def test_a_quiet_pooled_connection_leaves_the_pool_without_a_round_trip_STORE_PRE_PING(
