@@ -255,8 +255,8 @@ class Store:
 
         A block that ends normally has ended its transaction, and its connection is
         kept for the next block (up to ``_KEPT`` of them, idle, still checked out of
-        the pool): the pool's checkout and check-in cost a fifth of a short write
-        transaction on SQLite (about 25 µs of a gated call's 130 µs claim). A block
+        the pool): on SQLite the pool's checkout and check-in cost about 25-35 µs of
+        the 190 µs a gated call's claim takes (docs/design-notes.md). A block
         that raised gives its connection back to the pool, which resets it, as
         before. A kept connection the server has dropped meanwhile is not used
         (:meth:`_reusable`): the pool replaces it.
