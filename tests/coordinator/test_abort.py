@@ -25,11 +25,14 @@ from coordinator.trips import (
     sleepers,
 )
 from hatp.clock import format_time, parse_time
-from hatp.coordinator import Outcome
+from hatp.coordinator import ApprovalRequest, Gateway, Outcome
 from hatp.demo import AIRLINE, HOTEL, PAYMENTS
 from hatp.demo._airline import BookSeat
 from hatp.errors import PlanInvalid
-from hatp.model import ApprovalDecision, Decision, TxnState
+from hatp.evidence import SigningKey
+from hatp.model import ApprovalDecision, Decision, Plan, TxnState
+from hatp.participant import Participant, Relay
+from hatp.store import AskKind
 
 
 def _branch(plan: dict[str, Any], branch_id: str) -> dict[str, Any]:
@@ -231,4 +234,69 @@ def test_a_hold_that_cannot_be_renewed_shrinks_approve_by_COORD_APPROVE_BY(
     deadlines = [e["body"] for e in events(outcome.record, "txn.deadline")]
     approve_by = format_time(parse_time(receipt["holdHorizon"]) - timedelta(seconds=5))
     assert deadlines[-1]["approveBy"] == approve_by
+    assert failed_findings(outcome, trip.world) == []
+
+
+class _AnswerHeldBack(ForgeApproval):
+    """The gateway stores the ask, but its pending vote never gets back to the coordinator
+    (a slow hop): ``stored`` is set once the ask is open at the gateway."""
+
+    def __init__(self, inner: Gateway, stored: asyncio.Event) -> None:
+        super().__init__(inner, SigningKey.generate("unused"))
+        self._stored = stored
+        self.asked: list[str] = []
+
+    async def ask(self, request: ApprovalRequest) -> dict[str, Any]:
+        pending = await self.inner.ask(request)
+        self.asked.append(pending["askId"])
+        self._stored.set()
+        await asyncio.Event().wait()  # never answers; the coordinator stops waiting
+        raise AssertionError("unreachable")
+
+
+class _PrepareAfter(Relay):
+    """Prepares only once ``ready`` is set."""
+
+    def __init__(self, inner: Participant, ready: asyncio.Event) -> None:
+        super().__init__(inner)
+        self._ready = ready
+
+    async def prepare(self, plan: Plan, branch_id: str, fence: int) -> dict[str, Any]:
+        await self._ready.wait()
+        return await super().prepare(plan, branch_id, fence)
+
+
+def test_an_ask_stored_before_its_pending_vote_came_back_is_withdrawn_COORD_WITHDRAW(
+    open_trip: OpenTrip,
+) -> None:
+    """[COORD-WITHDRAW] the hotel votes no (SOLD_OUT) after the gateway stored the ask but
+    before its pending vote reached the coordinator, which so never learnt the ask's id:
+    the trip aborts and the ask is withdrawn all the same, so nobody goes on being asked."""
+    trip = open_trip(rooms=0)
+    plan = trip.plan()
+
+    held: list[_AnswerHeldBack] = []
+
+    async def go() -> Outcome:
+        stored = asyncio.Event()
+
+        def hold_back(gateway: Gateway) -> Gateway:
+            held.append(_AnswerHeldBack(gateway, stored))
+            return held[-1]
+
+        coordinator = trip.coordinator(
+            ScriptedAnswer(ApprovalDecision.APPROVE, APPROVER, never=True),  # nobody answers
+            forge=hold_back,
+            links={HOTEL: _PrepareAfter(trip.links[HOTEL], stored)},
+        )
+        return await coordinator.run(plan)
+
+    outcome = asyncio.run(go())
+    assert outcome.state is TxnState.ABORTED
+    assert outcome.reason.startswith("room: voted no: SOLD_OUT:")
+    assert events(outcome.record, "txn.pending") == []  # the log never named the ask
+    [ask_id] = held[0].asked
+    assert not trip.world.asks.get(ask_id).is_open
+    assert trip.world.asks.open_for(AskKind.APPROVAL, plan["txnId"]) == []
+    assert trip.world.effects(outcome.txn_id) == ALL_NONE
     assert failed_findings(outcome, trip.world) == []

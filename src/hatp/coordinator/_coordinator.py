@@ -33,7 +33,7 @@ from typing import Any, Unpack
 from hatp._faults import fault_point
 from hatp.clock import Clock
 from hatp.coordinator._escalation import Escalator
-from hatp.coordinator._gateway import Gateway, every_gateway
+from hatp.coordinator._gateway import Gateway, every_gateway, withdraw_open_asks
 from hatp.coordinator._holds import HoldKeeper
 from hatp.coordinator._observer import TxnObserver, tell, tell_effects, tell_undo
 from hatp.coordinator._phase1 import Phase1
@@ -542,16 +542,4 @@ class Coordinator:
         pending vote never reached this log is withdrawn too; with several gateways,
         at each of them, one that fails not stopping the others [COORD-GATEWAYS]."""
         reason = f"transaction {run.txn_id} aborted: {run.reason}"[:1000]
-        for gateway in every_gateway(self._gateway):
-            try:
-                withdrawn = await gateway.withdraw_transaction(run.txn_id, reason)
-            except Exception as exc:  # the gateway closes them at their deadline in any case
-                _log.warning(
-                    "txn %s: its asks at %s could not be withdrawn now: %s",
-                    run.txn_id,
-                    gateway.gateway_id,
-                    exc,
-                )
-                continue
-            if withdrawn:
-                _log.info("txn %s: withdrew asks %s", run.txn_id, ", ".join(withdrawn))
+        await withdraw_open_asks(every_gateway(self._gateway), run.txn_id, reason)

@@ -20,14 +20,17 @@ the group's answers are checked as signed by that gateway's key.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
 from hatp.errors import AddressInvalid, AskUnknown
 from hatp.model import ApprovalGroup, Plan, parse_address
+
+_log = logging.getLogger(__name__)
 
 __all__ = ["ApprovalRequest", "Gateway", "GatewayRoutes", "every_gateway", "gateway_for"]
 
@@ -258,6 +261,25 @@ def every_gateway(gateway: Gateway) -> tuple[Gateway, ...]:
     if isinstance(gateway, GatewayRoutes):
         return gateway.gateways
     return (gateway,)
+
+
+async def withdraw_open_asks(gateways: Iterable[Gateway], txn_id: str, reason: str) -> None:
+    """Have each gateway withdraw every ask of ``txn_id`` it still holds open
+    [COORD-WITHDRAW]; one that fails does not stop the others (it withdraws its asks
+    at their deadline on its own), and is logged."""
+    for gateway in gateways:
+        try:
+            withdrawn = await gateway.withdraw_transaction(txn_id, reason)
+        except Exception as exc:
+            _log.warning(
+                "txn %s: its asks at %s could not be withdrawn now: %s",
+                txn_id,
+                gateway.gateway_id,
+                exc,
+            )
+            continue
+        if withdrawn:
+            _log.info("txn %s: withdrew asks %s", txn_id, ", ".join(withdrawn))
 
 
 def _bare_domain(name: str) -> str:

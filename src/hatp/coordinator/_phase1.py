@@ -26,7 +26,7 @@ from hatp import _checks
 from hatp._faults import fault_point
 from hatp.clock import Clock, format_time, parse_time
 from hatp.coordinator._calls import backoff, bounded
-from hatp.coordinator._gateway import ApprovalRequest, Gateway, gateway_for
+from hatp.coordinator._gateway import ApprovalRequest, Gateway, gateway_for, withdraw_open_asks
 from hatp.coordinator._holds import HoldKeeper, approve_by, deadline_body
 from hatp.coordinator._modes import ModeChooser
 from hatp.coordinator._txn import TxnRun
@@ -273,6 +273,7 @@ class Phase1:
             for task in pending:
                 task.cancel()
             await asyncio.gather(*pending, deadline, replaced, return_exceptions=True)
+        unnamed: list[ApprovalGroup] = []
         for task in pending:
             if task in keepers:
                 continue
@@ -281,7 +282,21 @@ class Phase1:
                 await self._close_ask(run, name, run.approve_by, problem or "")
             else:
                 self._note_unanswered(run, event, name, problem or "")
+                if event is TxnEvent.APPROVAL:
+                    unnamed.append(_group(run, name))
+        await self._withdraw_unnamed(run, unnamed, problem or "")
         return problem
+
+    async def _withdraw_unnamed(
+        self, run: TxnRun, groups: Sequence[ApprovalGroup], why: str
+    ) -> None:
+        """Withdraw the asks of groups whose ask was stopped before the gateway's pending
+        vote named it: the gateway may have stored it all the same [COORD-WITHDRAW]. Each
+        such group's gateway withdraws every ask of the transaction it still holds open
+        (the named ones were closed just before)."""
+        reason = f"transaction {run.txn_id} decided without this approval: {why}"[:1000]
+        gateways = {id(g): g for g in (gateway_for(self._gateway, group) for group in groups)}
+        await withdraw_open_asks(gateways.values(), run.txn_id, reason)
 
     def _keep_holds(
         self,

@@ -352,7 +352,9 @@ class HumanGateway:
         Raises:
             StoreUnavailable: the store failed; the asks withdrawn before stay withdrawn.
         """
-        ask_ids = await self._asks.store.call(self._asks.open_for, AskKind.APPROVAL, txn_id)
+        # In this gateway's lane: after the store work asked for before, so an ask being
+        # stored as the transaction ended is found (and withdrawn) here.
+        ask_ids = await self._stored(self._asks.open_for, AskKind.APPROVAL, txn_id)
         for ask_id in ask_ids:
             await self.withdraw(ask_id, reason)
         if ask_ids:
