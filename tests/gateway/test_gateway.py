@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -31,6 +32,7 @@ from gateway.routes import GATEWAY_ID
 from hatp.errors import ResponseRefused
 from hatp.evidence import verify, verify_routing
 from hatp.model import Approval, PendingVote, Result, RoutingRecord
+from hatp.store import AskStore
 
 
 def humans(approval: dict[str, Any]) -> dict[str, tuple[str, str | None]]:
@@ -635,5 +637,36 @@ def test_a_listener_whose_connection_is_killed_listens_again_and_counts_it_GW_LI
             assert poll.result()["decision"] == "approve"
         finally:
             await poller.stop()
+
+    run(world, body)
+
+
+def test_withdrawing_a_transaction_finds_the_ask_still_being_stored_COORD_WITHDRAW(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """[COORD-WITHDRAW] the transaction is withdrawn while its ask's write is still on a
+    store worker: the gateway reads which asks are open after that write, in its own
+    order, so the ask is withdrawn rather than left open until its deadline."""
+    entered, release = threading.Event(), threading.Event()
+    create = AskStore.create
+
+    def slow_create(self: AskStore, *args: Any, **kwargs: Any) -> Any:
+        entered.set()
+        release.wait(30)
+        return create(self, *args, **kwargs)
+
+    monkeypatch.setattr(AskStore, "create", slow_create)
+
+    async def body(w: World) -> None:
+        asking = asyncio.create_task(w.gateway.ask(request()))
+        assert await asyncio.to_thread(entered.wait, 30)
+        withdrawing = asyncio.create_task(w.gateway.withdraw_transaction("txn-gw-0001", "ended"))
+        # It waits for the write: one that read at once would have found nothing by now.
+        await asyncio.wait({withdrawing}, timeout=0.2)
+        assert not withdrawing.done()
+        release.set()
+        pending = await asking
+        assert await withdrawing == [pending["askId"]]
+        assert not AskStore(w.stores[-1]).get(pending["askId"]).is_open
 
     run(world, body)

@@ -32,7 +32,14 @@ from hatp.model import ApprovalGroup, Plan, parse_address
 
 _log = logging.getLogger(__name__)
 
-__all__ = ["ApprovalRequest", "Gateway", "GatewayRoutes", "every_gateway", "gateway_for"]
+__all__ = [
+    "ApprovalRequest",
+    "Gateway",
+    "GatewayRoutes",
+    "every_gateway",
+    "gateway_for",
+    "withdraw_open_asks",
+]
 
 #: How many ask ids a :class:`GatewayRoutes` remembers the gateway of (the oldest
 #: forgotten first); a forgotten one is asked at its group's gateway instead.
