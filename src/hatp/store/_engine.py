@@ -277,10 +277,10 @@ class Store:
 
     def _take(self) -> Any:
         """A kept connection that is still good, else one checked out of the pool."""
-        while self._kept:
-            try:
-                conn = self._kept.pop()
-            except IndexError:  # another thread took the last one
+        while True:
+            with self._kept_lock:
+                conn = self._kept.pop() if self._kept else None
+            if conn is None:
                 break
             if self._reusable(conn.dbapi_connection):
                 return conn
@@ -570,10 +570,9 @@ def _dropped(dbapi_connection: Any) -> str | None:
         try:
             dbapi_connection.execute(_PING_SQL)
             dbapi_connection.rollback()
+            return None  # it answered: still live
         except psycopg.Error as error:
             why = str(error)
-        else:
-            return None
     _log.info("a pooled PostgreSQL connection was dropped by the server; replacing it")
     return why
 
