@@ -31,8 +31,8 @@ from hatp.clock import SystemClock
 from hatp.coordinator import Outcome
 from hatp.demo import _airline
 from hatp.demo.trip import CARD, PARTICIPANT_IDS, TripWorld, trip_plan
-from hatp.model import TxnState
-from hatp.participant import Participant, Relay
+from hatp.model import COMPENSATION, TxnState
+from hatp.participant import Participant, ParticipantServer, Relay
 from hatp.store import DecisionLog, Store, open_store
 
 #: The demo airline's economy seats (rows 4-30, A-F): one per transaction.
@@ -93,12 +93,52 @@ class TimedLog(DecisionLog):
         self._timed(super().renew, *args, **kwargs)
 
 
+#: What a participant server calls on an operation (hatp.participant.Operation).
+_OPERATION_METHODS = (
+    "prepare",
+    "commit",
+    "abort",
+    "compensate",
+    "renew",
+    "undo_terms",
+    "preconditions",
+    "quote",
+)
+
+
+def _time_operations(server: ParticipantServer, cpu: list[float]) -> None:
+    """Have each of ``server``'s demo operations add the CPU of every call to ``cpu``.
+
+    The methods are replaced on the operation objects the server holds. The operation
+    a server adds itself to take back commits (``COMPENSATION``) is hatp's, not the
+    workload's: it is not timed, but its calls into the demo's operations are."""
+    for name, operation in server.operations.items():
+        if name == COMPENSATION:
+            continue
+        for method in _OPERATION_METHODS:
+            setattr(operation, method, _cpu_timed(getattr(operation, method), cpu))
+
+
+def _cpu_timed(fn: Callable[..., T], cpu: list[float]) -> Callable[..., T]:
+    def timed(*args: Any, **kwargs: Any) -> T:
+        started = time.thread_time()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            cpu.append(time.thread_time() - started)
+
+    return timed
+
+
 @dataclass
 class Spans:
     """When the participants' calls and the log's writes ran, for the instrumented pass."""
 
     participants: list[tuple[float, float]] = field(default_factory=list)
     log: list[tuple[float, float]] = field(default_factory=list)
+    #: The CPU seconds (of the thread that ran it) of each call into a participant's
+    #: operation: the workload's own code, which the floor does not count.
+    operations: list[float] = field(default_factory=list)
 
 
 class Rig:
@@ -125,6 +165,8 @@ class Rig:
                 pid: TimedParticipant(p, spans.participants)
                 for pid, p in self.world.participants.items()
             }
+            for server in self.world.participants.values():
+                _time_operations(server, spans.operations)
         # acme's Human Gateway; whoever it asks approves at once, with a signed vote.
         gateway = self.world.gateway(self.world.scripted_people("approve"))
         self.coordinator = self.world.coordinator(log, gateway, links=links)

@@ -35,9 +35,10 @@ one database, each with 16 in flight on a world of its own, throughput >= 1.4x
 one such process (``_two_processes``: child processes of this Python, started
 together, start-up and warm-up untimed; on SQLite the target does not apply,
 and it is not run). Also printed: the census, and where the time goes
-(the floor's parts, the rest, an instrumented split of what was waited for,
-the thread hand-offs of a trip with a bare one's CPU measured in the same run,
-and the context switches).
+(the floor's parts, the rest, a trip's CPU by the threads that spent it, an
+instrumented split of what was waited for, the thread hand-offs of a trip with a
+bare one's CPU measured in the same run, and the context switches), and beside
+each run's CPU per transaction the cores it kept busy (its CPU over its wall time).
 
 Nothing here asserts a timing and the exit status is 0 whatever the figures
 (1 only when a transaction does not commit). ``--quick`` shrinks every count
@@ -65,7 +66,7 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -73,6 +74,7 @@ import cryptography
 import psycopg
 import sqlalchemy as sa
 
+import _thread_cpu
 from _trip_floor import Census, Floor, Sample, floor_sample, median_of, take_census
 from _trip_profile import profile_sqlite
 from _trip_rig import (
@@ -112,6 +114,7 @@ JSON_KEYS = (
     "inflight16_txn_per_s",
     "inflight16_ratio",
     "inflight16_cpu_ms_per_txn",
+    "inflight16_cores",
     "two_processes_txn_per_s",
     "two_processes_ratio",
     "wake_p50_ms",
@@ -120,6 +123,12 @@ JSON_KEYS = (
     "handoffs_per_txn",
     "handoff_cpu_us",
     "switches_per_txn",
+    "operations_cpu_ms_per_txn",
+    "least_cpu_ms",
+    "least_cpu_ratio",
+    "loop_cpu_ms_per_txn",
+    "participants_cpu_ms_per_txn",
+    "stores_cpu_ms_per_txn",
 )
 
 
@@ -190,6 +199,11 @@ class Measured:
         return len(self.latencies) / self.elapsed
 
     @property
+    def cores(self) -> float | None:
+        """Process CPU seconds per second of the run: how many cores it kept busy."""
+        return None if self.cpu is None else self.cpu / self.elapsed
+
+    @property
     def p50(self) -> float:
         return statistics.median(self.latencies)
 
@@ -213,6 +227,9 @@ class Sequential:
     samples: list[Sample]
     switches: int = 0  # the process's voluntary context switches across the transactions
     handoff: float = 0.0  # CPU seconds of one bare thread hand-off, measured between rounds
+    #: CPU seconds across the transactions by the role of the thread that spent them
+    #: (_thread_cpu.ROLES); empty where /proc does not say.
+    by_thread: dict[str, float] = field(default_factory=dict)
 
 
 async def sequential(
@@ -225,10 +242,13 @@ async def sequential(
     while len(run.latencies) < count:
         batch = min(per_round, count - len(run.latencies))
         switches = resource.getrusage(resource.RUSAGE_SELF).ru_nvcsw
+        threads = _thread_cpu.snapshot()
         started = time.process_time()
         for _ in range(batch):
             run.latencies.append((await rig.commit_one())[0])
         run.cpu += time.process_time() - started
+        for role, seconds in _thread_cpu.split(threads, _thread_cpu.snapshot()).items():
+            run.by_thread[role] = run.by_thread.get(role, 0.0) + seconds
         run.switches += resource.getrusage(resource.RUSAGE_SELF).ru_nvcsw - switches
         run.samples += [floor_sample(floor, bare) for _ in range(batch)]
         handoffs.append(await bare_handoff(_HANDOFFS))
@@ -262,6 +282,7 @@ class Split:
     log: float  # a decision-log write (on a store worker; the transaction waits for it)
     calls: float
     writes: float
+    operations: float  # CPU of the participants' operations (the workload's own code)
 
     @property
     def coordinator(self) -> float:
@@ -270,10 +291,11 @@ class Split:
 
 async def instrumented(rig: Rig, spans: Spans, count: int) -> Split:
     """Time ``count`` sequential transactions part by part."""
-    totals = [0.0] * 5
+    totals = [0.0] * 6
     for _ in range(count):
         spans.participants.clear()
         spans.log.clear()
+        spans.operations.clear()
         latency, _ = await rig.commit_one()
         parts = (
             latency,
@@ -281,6 +303,7 @@ async def instrumented(rig: Rig, spans: Spans, count: int) -> Split:
             sum(end - start for start, end in spans.log),
             len(spans.participants),
             len(spans.log),
+            sum(spans.operations),
         )
         totals = [t + p for t, p in zip(totals, parts, strict=True)]
     return Split(count, *(t / count for t in totals))
@@ -311,7 +334,7 @@ class BackendResult:
 
     @property
     def seq(self) -> Measured:
-        return Measured("sequential", self.run.latencies, sum(self.run.latencies))
+        return Measured("sequential", self.run.latencies, sum(self.run.latencies), self.run.cpu)
 
     @property
     def cpu_per_txn(self) -> float:
@@ -325,6 +348,20 @@ class BackendResult:
     @property
     def floor_cpu(self) -> float:
         return median_of(self.run.samples, "cpu")
+
+    @property
+    def least_cpu(self) -> float:
+        """CPU seconds a trip costs before any of hatp's own code runs: the floor, the
+        workload's operations (not in the floor) and the bare thread hand-offs that keep
+        store work and participants off the event loop."""
+        return self.floor_cpu + self.split.operations + self.handoffs * self.run.handoff
+
+    def thread_cpu(self, role: str) -> float | None:
+        """Milliseconds of CPU per sequential transaction spent by threads of ``role``
+        (``None`` where /proc does not say)."""
+        if not self.run.by_thread:
+            return None
+        return self.run.by_thread.get(role, 0.0) / len(self.run.latencies) * 1e3
 
     @property
     def floor_wall(self) -> float:
@@ -345,6 +382,7 @@ class BackendResult:
             "inflight16_txn_per_s": flight.rate if flight else None,
             "inflight16_ratio": flight.rate / seq.rate if flight else None,
             "inflight16_cpu_ms_per_txn": _ms_or_none(flight.cpu_per_txn if flight else None),
+            "inflight16_cores": flight.cores if flight else None,
             # Null on SQLite: the target is about processes sharing one PostgreSQL.
             "two_processes_txn_per_s": two.rate if two else None,
             "two_processes_ratio": two.rate / one.rate if one and two else None,
@@ -355,6 +393,12 @@ class BackendResult:
             "handoffs_per_txn": self.handoffs,
             "handoff_cpu_us": self.run.handoff * 1e6,
             "switches_per_txn": self.run.switches / len(self.run.latencies),
+            "operations_cpu_ms_per_txn": self.split.operations * 1e3,
+            "least_cpu_ms": self.least_cpu * 1e3,
+            "least_cpu_ratio": self.least_cpu / self.floor_cpu,
+            "loop_cpu_ms_per_txn": self.thread_cpu(_thread_cpu.LOOP),
+            "participants_cpu_ms_per_txn": self.thread_cpu(_thread_cpu.PARTICIPANTS),
+            "stores_cpu_ms_per_txn": self.thread_cpu(_thread_cpu.STORES),
         }
         return {key: None if value is None else round(value, 4) for key, value in figures.items()}
 
@@ -510,7 +554,7 @@ def print_results(results: Sequence[BackendResult], skipped: Sequence[str]) -> N
     print()
     header = (
         f"{'backend':<11} {'mode':<13} {'txns':>5} {'txn/s':>7} {'cpu ms/txn':>10} "
-        f"{'p50 ms':>8} {'p99 ms':>8} {'vs sequential':>13} {'target':>7}  result"
+        f"{'cores':>5} {'p50 ms':>8} {'p99 ms':>8} {'vs sequential':>13} {'target':>7}  result"
     )
     print(header)
     print("-" * len(header))
@@ -518,7 +562,7 @@ def print_results(results: Sequence[BackendResult], skipped: Sequence[str]) -> N
         seq = result.seq
         print(
             f"{result.name:<11} {seq.mode:<13} {len(seq.latencies):>5} {seq.rate:>7.1f} "
-            f"{ms(result.cpu_per_txn):>10} {ms(seq.p50):>8} {ms(seq.p99):>8}"
+            f"{ms(result.cpu_per_txn):>10} {_cores(seq):>5} {ms(seq.p50):>8} {ms(seq.p99):>8}"
         )
         for width, row in result.flights.items():
             ratio = row.rate / seq.rate
@@ -529,7 +573,8 @@ def print_results(results: Sequence[BackendResult], skipped: Sequence[str]) -> N
             cpu = "-" if row.cpu_per_txn is None else ms(row.cpu_per_txn)
             print(
                 f"{result.name:<11} {row.mode:<13} {len(row.latencies):>5} {row.rate:>7.1f} "
-                f"{cpu:>10} {ms(row.p50):>8} {ms(row.p99):>8} {ratio:>12.2f}x {target:>7}  "
+                f"{cpu:>10} {_cores(row):>5} {ms(row.p50):>8} {ms(row.p99):>8} {ratio:>12.2f}x "
+                f"{target:>7}  "
                 f"{verdict}"
             )
     for line in skipped:
@@ -537,9 +582,14 @@ def print_results(results: Sequence[BackendResult], skipped: Sequence[str]) -> N
     print(
         "txn/s: sequential = transactions / their summed latencies; in flight = transactions / "
         "the wall time of the batch, each on a fresh world of the same store; cpu ms/txn = the "
-        "process's CPU across the run / its transactions (with the GIL, about one core is what "
-        "one process has: throughput in flight is bounded by it)"
+        "process's CPU across the run / its transactions; cores = that CPU / the run's wall time "
+        "(with the GIL, about one core is what one process has: throughput in flight is bounded "
+        "by it, and a sequential run near 1.0 already uses it)"
     )
+
+
+def _cores(row: Measured) -> str:
+    return "-" if row.cores is None else f"{row.cores:.2f}"
 
 
 def print_processes(results: Sequence[BackendResult], skipped: Sequence[str]) -> None:
@@ -628,6 +678,14 @@ def print_breakdown(result: BackendResult) -> None:
         f"({cpu_rest / result.cpu_per_txn:.0%}); floor figures are medians of {len(samples)} "
         "bare runs"
     )
+    if result.run.by_thread:
+        parts = ", ".join(
+            f"{role} {result.thread_cpu(role) or 0.0:.2f}" for role in _thread_cpu.ROLES
+        )
+        print(
+            f"    CPU by thread (ms a trip, on a CPU from /proc, the kernel's work for each "
+            f"thread included): {parts}"
+        )
     print(
         f"    waited for (mean of {split.count} more, instrumented): "
         f"participants {ms(split.participants)} ms ({split.calls:.0f} calls; time any of them "
@@ -643,6 +701,15 @@ def print_breakdown(result: BackendResult) -> None:
         f"the rounds), about {ms(result.handoffs * result.run.handoff)} ms a trip; "
         f"{result.run.switches / len(result.run.latencies):.0f} voluntary context switches "
         "a trip"
+    )
+    print(
+        f"    before any of hatp's own code: the floor {ms(result.floor_cpu)} + the "
+        f"participants' operations {ms(split.operations)} (the workload's own code, the demo's "
+        f"Core statements: CPU, mean of the instrumented pass) + {result.handoffs} bare thread "
+        f"hand-offs {ms(result.handoffs * result.run.handoff)} (store work and participants "
+        f"off the event loop) = {ms(result.least_cpu)} ms of CPU, "
+        f"{result.least_cpu / result.floor_cpu:.2f}x the floor (the target: "
+        f"{CPU_TARGET:.0f}x for the whole trip)"
     )
     statements = sum(census.statements.values())
     redone = sum(census.canonical_by.values()) - len(floor.objects)

@@ -99,6 +99,20 @@ def test_coordinator_benchmark_quick_run_prints_the_ratio_to_its_floor() -> None
     }
     assert handed["store hand-offs"] >= 3 and handed["executor hand-offs"] == 8, out
     assert re.search(r"thread hand-offs: \d+ .* a bare one costs \d+ us of CPU", out), out
+    # A trip's CPU split by the threads that spent it (Linux's /proc), each part measured.
+    by_thread = re.search(
+        r"CPU by thread .*: event loop (\d+\.\d+), participants' calls (\d+\.\d+), "
+        r"store workers (\d+\.\d+), other threads (\d+\.\d+)$",
+        out,
+        re.MULTILINE,
+    )
+    assert by_thread is not None, out
+    assert all(float(part) > 0 for part in by_thread.groups()[:3]), by_thread.group(0)
+    # How many cores each run kept busy, beside its CPU per transaction.
+    cores = re.compile(r"^sqlite +(sequential|16 in flight) +\d+ +\d+\.\d +\d+\.\d+ +\d\.\d\d ")
+    assert sum(bool(cores.match(line)) for line in lines) == 2, out
+    least = r"before any of hatp's own code: .* = \d+\.\d+ ms of CPU, \d+\.\d+x the floor"
+    assert re.search(least, out), out
     # One canonicalization per distinct object: fewer than the objects signed, verified
     # and digested (a vote signed by one party is verified by another: one object).
     evidence = counts["Ed25519 signs"] + counts["Ed25519 verifies"] + counts["digests"]
@@ -141,10 +155,17 @@ def test_coordinator_benchmark_json_is_one_object_with_the_figures_per_database(
         "seq_txn_per_s",
         "inflight16_txn_per_s",
         "inflight16_cpu_ms_per_txn",
+        "inflight16_cores",
         "wake_p50_ms",
         "handoffs_per_txn",
         "handoff_cpu_us",
         "switches_per_txn",
+        "operations_cpu_ms_per_txn",
+        "least_cpu_ms",
+        "least_cpu_ratio",
+        "loop_cpu_ms_per_txn",
+        "participants_cpu_ms_per_txn",
+        "stores_cpu_ms_per_txn",
     )
     for name, figures in measured(report, keys):
         assert all(figures[key] > 0 for key in keys), figures
@@ -155,6 +176,17 @@ def test_coordinator_benchmark_json_is_one_object_with_the_figures_per_database(
             assert figures["wake_across_p50_ms"] is None and figures["wake_recheck_s"] == 2.0
             assert all(figures[key] is None for key in processes), figures
         cpu, wall = figures["cpu_ms_per_txn"], figures["p50_ms"]
+        # The threads' split is read from another clock (/proc) over the same transactions:
+        # near the process's CPU, not equal to it.
+        split = ("loop_cpu_ms_per_txn", "participants_cpu_ms_per_txn", "stores_cpu_ms_per_txn")
+        assert 0.5 * cpu < sum(figures[key] for key in split) < 1.5 * cpu, figures
+        # Before hatp's own code: the floor, the workload's operations and the hand-offs.
+        least = figures["floor_cpu_ms"] + figures["operations_cpu_ms_per_txn"]
+        assert least < figures["least_cpu_ms"] < cpu, figures
+        assert (
+            abs(figures["least_cpu_ratio"] - figures["least_cpu_ms"] / figures["floor_cpu_ms"])
+            < 0.01
+        )
         assert abs(figures["cpu_ratio"] - cpu / figures["floor_cpu_ms"]) < 0.01, figures
         assert abs(figures["wall_ratio"] - wall / figures["floor_wall_ms"]) < 0.01, figures
     if "skipped" in report["postgresql"]:
