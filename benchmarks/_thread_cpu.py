@@ -33,31 +33,42 @@ _STORE_PREFIX = "hatp-store-"
 _EXECUTOR_PREFIX = "asyncio_"
 
 
-def snapshot() -> dict[int, int] | None:
-    """Nanoseconds on a CPU of each live thread of this process, by native thread id;
-    ``None`` where ``/proc`` does not say."""
+#: A snapshot: each live thread's role and nanoseconds on a CPU, by native thread id.
+Snapshot = dict[int, tuple[str, int]]
+
+
+def snapshot() -> Snapshot | None:
+    """Each live thread of this process: its role (:data:`ROLES`, told when the snapshot is
+    taken, while the thread is alive to be named) and its nanoseconds on a CPU; ``None``
+    where ``/proc`` does not say. Take it on the event loop's thread: the caller is the
+    loop."""
     if not _TASKS.is_dir():
         return None
-    found: dict[int, int] = {}
+    names = {thread.native_id: thread.name for thread in threading.enumerate()}
+    loop = threading.get_native_id()
+    found: Snapshot = {}
     for task in _TASKS.iterdir():
         try:
-            found[int(task.name)] = int((task / "schedstat").read_text().split()[0])
+            tid = int(task.name)
+            nanoseconds = int((task / "schedstat").read_text().split()[0])
         except (OSError, ValueError, IndexError):
             continue  # the thread ended as it was read
+        found[tid] = (_role(tid, names.get(tid, ""), loop), nanoseconds)
     return found
 
 
-def split(before: dict[int, int] | None, after: dict[int, int] | None) -> dict[str, float]:
-    """Seconds on a CPU between two snapshots, by role (:data:`ROLES`), for threads alive
-    at ``after``; one started in between counts from zero. Call it from the loop's own
-    thread (the one :func:`snapshot`'s caller runs the event loop on)."""
+def split(before: Snapshot | None, after: Snapshot | None) -> dict[str, float]:
+    """Seconds on a CPU between two snapshots, by role (:data:`ROLES`), for the threads
+    alive at ``after``; one started in between counts from zero (a thread that ended in
+    between is not counted)."""
     if before is None or after is None:
         return {}
     spent = dict.fromkeys(ROLES, 0.0)
-    names = {thread.native_id: thread.name for thread in threading.enumerate()}
-    loop = threading.get_native_id()
-    for tid, nanoseconds in after.items():
-        spent[_role(tid, names.get(tid, ""), loop)] += (nanoseconds - before.get(tid, 0)) / 1e9
+    for tid, (role, nanoseconds) in after.items():
+        earlier = before.get(tid, (role, 0))[1]
+        if earlier > nanoseconds:  # the id of a thread that ended, taken by a new one
+            earlier = 0
+        spent[role] += (nanoseconds - earlier) / 1e9
     return spent
 
 

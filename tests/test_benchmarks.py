@@ -10,6 +10,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 BENCHMARKS = Path(__file__).parents[1] / "benchmarks"
 
 
@@ -335,3 +337,51 @@ def test_trip_cpu_quick_run_prints_the_least_batch_per_database() -> None:
     sqlite = re.search("^sqlite" + line, out, re.MULTILINE)
     assert sqlite is not None and float(sqlite.group(2)) > 0, out
     assert re.search("^postgresql" + line, out, re.MULTILINE) or "postgresql  skipped: " in out
+
+
+_SPLIT_BY_ROLE = """
+import json, threading, time
+import _thread_cpu
+
+def spin(stop):
+    while not stop.is_set():
+        pass
+
+stop = threading.Event()
+threads = [
+    threading.Thread(target=spin, args=(stop,), name=name)
+    for name in ("hatp-store-bench-0", "asyncio_0", "someone-else")
+]
+before = _thread_cpu.snapshot()
+for thread in threads:
+    thread.start()
+deadline = time.monotonic() + 0.2
+while time.monotonic() < deadline:  # the calling thread's own work: the event loop's role
+    pass
+after = _thread_cpu.snapshot()  # while every thread is alive: an ended one is not counted
+stop.set()
+for thread in threads:
+    thread.join(5)
+split = _thread_cpu.split(before, after)
+print(json.dumps({"split": split, "unknown": _thread_cpu.split(None, after)}))
+"""
+
+
+@pytest.mark.skipif(not _PER_THREAD, reason="this system does not tell each thread's CPU time")
+def test_thread_cpu_split_gives_each_role_the_cpu_of_its_threads() -> None:
+    """The coordinator benchmark's split by thread: the caller is the event loop, a
+    store's workers and the loop's executor are told apart by their names, anything
+    else is 'other'; with no snapshot there is no split."""
+    done = subprocess.run(
+        [sys.executable, "-c", _SPLIT_BY_ROLE],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=BENCHMARKS,
+    )
+    assert done.returncode == 0, done.stderr
+    found = json.loads(done.stdout)
+    split = found["split"]
+    assert set(split) == {"event loop", "participants' calls", "store workers", "other threads"}
+    assert all(seconds > 0 for seconds in split.values()), split
+    assert found["unknown"] == {}
