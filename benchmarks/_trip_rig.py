@@ -13,6 +13,7 @@ and, in each of its processes, by ``benchmarks/_two_processes.py``.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import os
 import secrets
 import sqlite3
@@ -32,7 +33,7 @@ from hatp.coordinator import Outcome
 from hatp.demo import _airline
 from hatp.demo.trip import CARD, PARTICIPANT_IDS, TripWorld, trip_plan
 from hatp.model import COMPENSATION, TxnState
-from hatp.participant import Participant, ParticipantServer, Relay
+from hatp.participant import Operation, Participant, ParticipantServer, Relay
 from hatp.store import DecisionLog, Store, open_store
 
 #: The demo airline's economy seats (rows 4-30, A-F): one per transaction.
@@ -93,16 +94,12 @@ class TimedLog(DecisionLog):
         self._timed(super().renew, *args, **kwargs)
 
 
-#: What a participant server calls on an operation (hatp.participant.Operation).
-_OPERATION_METHODS = (
-    "prepare",
-    "commit",
-    "abort",
-    "compensate",
-    "renew",
-    "undo_terms",
-    "preconditions",
-    "quote",
+#: What a participant server calls on an operation: the public methods of
+#: hatp.participant.Operation (one it gains later is timed too).
+_OPERATION_METHODS = tuple(
+    name
+    for name, member in vars(Operation).items()
+    if inspect.isfunction(member) and not name.startswith("_")
 )
 
 

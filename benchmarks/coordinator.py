@@ -274,7 +274,8 @@ def _nothing() -> None:
 
 @dataclass(frozen=True)
 class Split:
-    """Mean wall time per transaction, by who was being waited for."""
+    """Mean wall time per transaction, by who was being waited for; and the mean CPU
+    of the participants' operations."""
 
     count: int
     total: float
